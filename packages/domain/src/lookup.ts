@@ -1,0 +1,77 @@
+import { Either, Option } from "effect"
+import { PublicApiError } from "./errors.js"
+import type { OrganizationId } from "./ids.js"
+import type { RecordingReference, StoredDocument, StoredEncounter } from "./records.js"
+import type { PublicFinalTranscript } from "./resources.js"
+
+/**
+ * The lookup decisions (decisions.md, "Order of checks" step 4, and "Resources"). Each is a
+ * pure function of what the stores returned; the use cases run them in this file's order.
+ */
+
+/** 404 `encounter_not_found`, then 403 `cross_organization_denied`, then 403 `demo_training_denied`. */
+export const checkEncounterAccess = (
+  organizationId: OrganizationId,
+  encounter: Option.Option<StoredEncounter>
+): Either.Either<StoredEncounter, PublicApiError> => {
+  if (Option.isNone(encounter)) return Either.left(PublicApiError.of("encounter_not_found"))
+  const found = encounter.value
+  if (found.organizationId !== organizationId) return Either.left(PublicApiError.of("cross_organization_denied"))
+  if (found.dataClass !== "clinical") return Either.left(PublicApiError.of("demo_training_denied"))
+  return Either.right(found)
+}
+
+/** A document that is missing, or that belongs to another encounter, is 404 `document_not_found` alike. */
+export const checkDocumentInEncounter = (
+  encounter: StoredEncounter,
+  document: Option.Option<StoredDocument>
+): Either.Either<StoredDocument, PublicApiError> =>
+  Option.isSome(document) && document.value.encounterId === encounter.encounterId
+    ? Either.right(document.value)
+    : Either.left(PublicApiError.of("document_not_found"))
+
+export type DocumentDetailTarget = StoredDocument & { readonly schemaType: "document" | "ambient_transcript" }
+export type AmbientTranscriptDocument = StoredDocument & { readonly schemaType: "ambient_transcript" }
+
+const isDocumentDetailTarget = (document: StoredDocument): document is DocumentDetailTarget =>
+  document.schemaType === "document" || document.schemaType === "ambient_transcript"
+
+const isAmbientTranscript = (document: StoredDocument): document is AmbientTranscriptDocument =>
+  document.schemaType === "ambient_transcript"
+
+/** Document detail: `billing` and `encounter_checklist` are summary-only, 400 `unsupported_document_type`. */
+export const checkDocumentDetailTarget = (
+  document: StoredDocument
+): Either.Either<DocumentDetailTarget, PublicApiError> =>
+  isDocumentDetailTarget(document) ? Either.right(document) : Either.left(PublicApiError.of("unsupported_document_type"))
+
+/** Transcript route: only an `ambient_transcript` document, else 400 `unsupported_document_type`. */
+export const checkTranscriptTarget = (
+  document: StoredDocument
+): Either.Either<AmbientTranscriptDocument, PublicApiError> =>
+  isAmbientTranscript(document) ? Either.right(document) : Either.left(PublicApiError.of("unsupported_document_type"))
+
+/** An ambient transcript with no finalized transcript: 404 `transcript_not_found`. */
+export const checkFinalTranscript = (
+  transcript: Option.Option<PublicFinalTranscript>
+): Either.Either<PublicFinalTranscript, PublicApiError> =>
+  Option.isSome(transcript) ? Either.right(transcript.value) : Either.left(PublicApiError.of("transcript_not_found"))
+
+/**
+ * Audio route, before storage is asked: not `ambient_transcript` is 400
+ * `unsupported_document_type`; an ambient transcript that is not recording-backed is 400
+ * `audio_not_available_for_document`.
+ */
+export const checkAudioTarget = (document: StoredDocument): Either.Either<RecordingReference, PublicApiError> => {
+  if (!isAmbientTranscript(document)) return Either.left(PublicApiError.of("unsupported_document_type"))
+  if (document.recording === null) return Either.left(PublicApiError.of("audio_not_available_for_document"))
+  return Either.right(document.recording)
+}
+
+/**
+ * Audio route, after the AudioStorage port answered `exists`: a recording-backed transcript
+ * whose object is missing is 404 `audio_not_found`. (Storage that cannot be reached is the
+ * port's `AudioStorageUnavailable`, answered 503 `audio_storage_unavailable` by the use case.)
+ */
+export const checkAudioObjectExists = (exists: boolean): Either.Either<void, PublicApiError> =>
+  exists ? Either.void : Either.left(PublicApiError.of("audio_not_found"))

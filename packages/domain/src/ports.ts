@@ -1,0 +1,117 @@
+import { Context, Data, type Effect, type Option } from "effect"
+import type { DocumentId, EncounterId, OrganizationId } from "./ids.js"
+import type {
+  ApiKeyRecord,
+  DisclosureEvent,
+  EncounterListQuery,
+  EncounterPage,
+  OrganizationRecord,
+  RecordingReference,
+  StoredDocument,
+  StoredEncounter
+} from "./records.js"
+import type { PublicFinalTranscript } from "./resources.js"
+
+/**
+ * The ports of the domain. Adapters (PostgreSQL, in-memory, object storage) implement them;
+ * the domain only names them. The clock port is Effect's own `Clock` service, so tests
+ * drive time with `TestClock`.
+ */
+
+/** The store that holds keys and clinical data cannot be reached (answered as 503 `digest_key_unavailable`). */
+export class StoreUnavailable extends Data.TaggedError("StoreUnavailable")<{
+  readonly operation: string
+  readonly cause?: unknown
+}> {}
+
+/** The audio storage cannot be reached (503 `audio_storage_unavailable`). */
+export class AudioStorageUnavailable extends Data.TaggedError("AudioStorageUnavailable")<{
+  readonly operation: string
+  readonly cause?: unknown
+}> {}
+
+export class EncounterRepository extends Context.Tag("@clinical-api/domain/EncounterRepository")<
+  EncounterRepository,
+  {
+    /** Clinical encounters of one organization, `created_at` in [startAt, endAt), ordered and paged, with the exact total. */
+    readonly listForOrganization: (
+      organizationId: OrganizationId,
+      query: EncounterListQuery
+    ) => Effect.Effect<EncounterPage, StoreUnavailable>
+    /** Any encounter by id, whatever its organization or data class: the policy decides. */
+    readonly findEncounter: (encounterId: EncounterId) => Effect.Effect<Option.Option<StoredEncounter>, StoreUnavailable>
+    /** Any document by id, whatever its encounter: the policy decides. */
+    readonly findDocument: (documentId: DocumentId) => Effect.Effect<Option.Option<StoredDocument>, StoreUnavailable>
+    /** The finalized transcript of a document, turns in chronological order. */
+    readonly findFinalTranscript: (
+      documentId: DocumentId
+    ) => Effect.Effect<Option.Option<PublicFinalTranscript>, StoreUnavailable>
+  }
+>() {}
+
+export class ApiKeyStore extends Context.Tag("@clinical-api/domain/ApiKeyStore")<
+  ApiKeyStore,
+  {
+    /** The key whose stored digest equals `digest` (lowercase hex HMAC-SHA256). */
+    readonly findByDigest: (digest: string) => Effect.Effect<Option.Option<ApiKeyRecord>, StoreUnavailable>
+  }
+>() {}
+
+export class OrganizationStore extends Context.Tag("@clinical-api/domain/OrganizationStore")<
+  OrganizationStore,
+  {
+    readonly findById: (
+      organizationId: OrganizationId
+    ) => Effect.Effect<Option.Option<OrganizationRecord>, StoreUnavailable>
+  }
+>() {}
+
+export class DisclosureRecorder extends Context.Tag("@clinical-api/domain/DisclosureRecorder")<
+  DisclosureRecorder,
+  {
+    /**
+     * Records the events durably. It succeeds only once they are committed, so a caller that
+     * answers after it has disclosed nothing unrecorded.
+     */
+    readonly record: (events: ReadonlyArray<DisclosureEvent>) => Effect.Effect<void, StoreUnavailable>
+  }
+>() {}
+
+export class UnitOfWork extends Context.Tag("@clinical-api/domain/UnitOfWork")<
+  UnitOfWork,
+  {
+    /** Runs `effect` in one store transaction: the reads and the disclosure they record commit together or not at all. */
+    readonly transactionally: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E | StoreUnavailable, R>
+  }
+>() {}
+
+export interface SignedAudioUrl {
+  readonly url: string
+  readonly expiresAt: Date
+}
+
+export class AudioStorage extends Context.Tag("@clinical-api/domain/AudioStorage")<
+  AudioStorage,
+  {
+    readonly put: (
+      reference: RecordingReference,
+      bytes: Uint8Array
+    ) => Effect.Effect<void, AudioStorageUnavailable>
+    readonly exists: (reference: RecordingReference) => Effect.Effect<boolean, AudioStorageUnavailable>
+    /** A URL that serves the object until `expiresAt` and not after. */
+    readonly signUrl: (
+      reference: RecordingReference,
+      lifetimeSeconds: number
+    ) => Effect.Effect<SignedAudioUrl, AudioStorageUnavailable>
+  }
+>() {}
+
+export type IdKind = "disclosure" | "request" | "api_key" | "webhook_event" | "webhook_delivery" | "webhook_subscription"
+
+export class IdGenerator extends Context.Tag("@clinical-api/domain/IdGenerator")<
+  IdGenerator,
+  {
+    /** A new unique opaque id for `kind` (webhook events are `evt_...`, deliveries `dlv_...`). */
+    readonly next: (kind: IdKind) => Effect.Effect<string>
+  }
+>() {}

@@ -1,0 +1,301 @@
+import { Clock, Context, Effect, type Either, FiberRef, Layer, Option, Schema } from "effect"
+import { AccessPolicy, type Caller } from "./access/access-policy.js"
+import { PublicApiConfig } from "./config.js"
+import { PublicApiError } from "./errors.js"
+import { DisclosureEventId, DocumentId, EncounterId, type PatientId, type RequestId } from "./ids.js"
+import { parseListQuery, type QueryPairs, rejectQueryKeys } from "./list-query.js"
+import {
+  checkAudioObjectExists,
+  checkAudioTarget,
+  checkDocumentDetailTarget,
+  checkDocumentInEncounter,
+  checkEncounterAccess,
+  checkFinalTranscript,
+  checkTranscriptTarget
+} from "./lookup.js"
+import {
+  AudioStorage,
+  type AudioStorageUnavailable,
+  DisclosureRecorder,
+  EncounterRepository,
+  IdGenerator,
+  type StoreUnavailable,
+  UnitOfWork
+} from "./ports.js"
+import {
+  presentAudioResponse,
+  presentDetailResponse,
+  presentDocumentDetailResponse,
+  presentListResponse,
+  presentTranscriptResponse
+} from "./present.js"
+import type { DisclosureEvent, StoredEncounter } from "./records.js"
+import type {
+  PublicDocumentAudioResponse,
+  PublicDocumentDetailResponse,
+  PublicDocumentTranscriptResponse,
+  PublicEncounterDetailResponse,
+  PublicEncounterListResponse
+} from "./resources.js"
+import type { OperationId } from "./routes.js"
+
+/** What the domain needs of an HTTP request: nothing of the transport, all of the input. */
+export interface PublicRequest {
+  readonly requestId: RequestId
+  /** The raw `Authorization` header, as received. */
+  readonly authorization: string | undefined
+  /** The query as ordered key/value pairs after percent-decoding, repeated keys kept. */
+  readonly query: QueryPairs
+}
+
+export interface EncounterPath {
+  readonly encounterId: string
+}
+
+export interface DocumentPath extends EncounterPath {
+  readonly documentId: string
+}
+
+/**
+ * The caller of the request the current fiber serves, once authenticated. Adapters read it
+ * after a use case ran (success or failure) to log the organization; the rules never do.
+ */
+export const currentCaller: FiberRef.FiberRef<Option.Option<Caller>> = FiberRef.unsafeMake(Option.none())
+
+/**
+ * The five operations of the contract, each in the full order of checks: authentication,
+ * route, approval, scopes, query, lookup, the route's own checks; then the disclosure events
+ * are recorded in the same unit of work as the read, so nothing is answered unrecorded.
+ */
+export class PublicApi extends Context.Tag("@clinical-api/domain/PublicApi")<
+  PublicApi,
+  {
+    readonly listPublicEncounters: (request: PublicRequest) => Effect.Effect<PublicEncounterListResponse, PublicApiError>
+    readonly getPublicEncounter: (
+      request: PublicRequest,
+      path: EncounterPath
+    ) => Effect.Effect<PublicEncounterDetailResponse, PublicApiError>
+    readonly getPublicDocument: (
+      request: PublicRequest,
+      path: DocumentPath
+    ) => Effect.Effect<PublicDocumentDetailResponse, PublicApiError>
+    readonly getPublicDocumentTranscript: (
+      request: PublicRequest,
+      path: DocumentPath
+    ) => Effect.Effect<PublicDocumentTranscriptResponse, PublicApiError>
+    readonly getPublicDocumentAudio: (
+      request: PublicRequest,
+      path: DocumentPath
+    ) => Effect.Effect<PublicDocumentAudioResponse, PublicApiError>
+  }
+>() {}
+
+const fromEither = <A>(either: Either.Either<A, PublicApiError>): Effect.Effect<A, PublicApiError> => either
+
+const storeUnavailable = (cause: StoreUnavailable): PublicApiError =>
+  new PublicApiError({ reasonCode: "digest_key_unavailable", field: null, detail: `store unavailable during ${cause.operation}` })
+
+const audioStorageUnavailable = (cause: AudioStorageUnavailable): PublicApiError =>
+  new PublicApiError({ reasonCode: "audio_storage_unavailable", field: null, detail: `audio storage unavailable during ${cause.operation}` })
+
+/**
+ * Path parameters are opaque; one that is not a valid id names nothing, so it is simply not
+ * found. Neither is one holding U+0000: no store can hold it (PostgreSQL text refuses NUL, so
+ * asking would fail as if the store were down: a 503 for what is only a hostile id).
+ */
+const storableId = <A>(decode: (input: unknown) => Option.Option<A>) => (raw: string): Option.Option<A> =>
+  raw.includes("\u0000") ? Option.none() : decode(raw)
+const decodeEncounterId = storableId(Schema.decodeUnknownOption(EncounterId))
+const decodeDocumentId = storableId(Schema.decodeUnknownOption(DocumentId))
+
+export const PublicApiLive = Layer.effect(
+  PublicApi,
+  Effect.gen(function*() {
+    const accessPolicy = yield* AccessPolicy
+    const repository = yield* EncounterRepository
+    const disclosures = yield* DisclosureRecorder
+    const unitOfWork = yield* UnitOfWork
+    const audioStorage = yield* AudioStorage
+    const ids = yield* IdGenerator
+    const config = yield* PublicApiConfig
+
+    const authorize = Effect.fn("PublicApi.authorize")(function*(request: PublicRequest, operation: OperationId) {
+      const caller = yield* accessPolicy.authorize(request.authorization, operation)
+      yield* FiberRef.set(currentCaller, Option.some(caller))
+      return caller
+    })
+
+    /** Authorization, then the query rules of a route that takes no query. */
+    const admit = Effect.fn("PublicApi.admit")(function*(request: PublicRequest, operation: OperationId) {
+      const caller = yield* authorize(request, operation)
+      yield* fromEither(rejectQueryKeys(request.query))
+      return { caller }
+    })
+
+    const disclosureEvent = Effect.fn("PublicApi.disclosureEvent")(function*(
+      caller: Caller,
+      request: PublicRequest,
+      operation: OperationId,
+      disclosed: { encounterId: EncounterId; documentId: DocumentId | null; patientId: PatientId | null }
+    ) {
+      const eventId = DisclosureEventId.make(yield* ids.next("disclosure"))
+      const occurredAt = new Date(yield* Clock.currentTimeMillis)
+      const event: DisclosureEvent = {
+        eventId,
+        occurredAt,
+        organizationId: caller.organizationId,
+        apiKeyId: caller.apiKeyId,
+        operationId: operation,
+        encounterId: disclosed.encounterId,
+        documentId: disclosed.documentId,
+        patientId: disclosed.patientId,
+        requestId: request.requestId
+      }
+      return event
+    })
+
+    const record = (events: ReadonlyArray<DisclosureEvent>) =>
+      events.length === 0 ? Effect.void : disclosures.record(events)
+
+    /** Reads and records in one unit of work; any store failure becomes the contract's 503. */
+    const readAndRecord = <A>(effect: Effect.Effect<A, PublicApiError | StoreUnavailable | AudioStorageUnavailable>) =>
+      unitOfWork.transactionally(effect).pipe(
+        Effect.catchTags({ StoreUnavailable: (cause) => Effect.fail(storeUnavailable(cause)), AudioStorageUnavailable: (cause) => Effect.fail(audioStorageUnavailable(cause)) })
+      )
+
+    const findAccessibleEncounter = Effect.fn("PublicApi.findAccessibleEncounter")(function*(
+      caller: Caller,
+      rawEncounterId: string
+    ) {
+      const encounter = yield* Option.match(decodeEncounterId(rawEncounterId), {
+        onNone: () => Effect.succeed(Option.none<StoredEncounter>()),
+        onSome: repository.findEncounter
+      })
+      return yield* fromEither(checkEncounterAccess(caller.organizationId, encounter))
+    })
+
+    const findDocumentOfEncounter = Effect.fn("PublicApi.findDocumentOfEncounter")(function*(
+      encounter: StoredEncounter,
+      rawDocumentId: string
+    ) {
+      const document = yield* Option.match(decodeDocumentId(rawDocumentId), {
+        onNone: () => Effect.succeed(Option.none()),
+        onSome: repository.findDocument
+      })
+      return yield* fromEither(checkDocumentInEncounter(encounter, document))
+    })
+
+    const patientIdOf = (encounter: StoredEncounter) => encounter.patient?.patient_id ?? null
+
+    const listPublicEncounters = Effect.fn("PublicApi.listPublicEncounters")(function*(request: PublicRequest) {
+      const operation = "listPublicEncounters"
+      const caller = yield* authorize(request, operation)
+      const listQuery = yield* fromEither(parseListQuery(request.query))
+      return yield* readAndRecord(Effect.gen(function*() {
+        const page = yield* repository.listForOrganization(caller.organizationId, listQuery)
+        const events = yield* Effect.forEach(page.items, (encounter) =>
+          disclosureEvent(caller, request, operation, {
+            encounterId: encounter.encounterId,
+            documentId: null,
+            patientId: patientIdOf(encounter)
+          }))
+        yield* record(events)
+        return presentListResponse(page, listQuery)
+      }))
+    })
+
+    const getPublicEncounter = Effect.fn("PublicApi.getPublicEncounter")(function*(
+      request: PublicRequest,
+      path: EncounterPath
+    ) {
+      const operation = "getPublicEncounter"
+      const { caller } = yield* admit(request, operation)
+      return yield* readAndRecord(Effect.gen(function*() {
+        const encounter = yield* findAccessibleEncounter(caller, path.encounterId)
+        yield* record([
+          yield* disclosureEvent(caller, request, operation, {
+            encounterId: encounter.encounterId,
+            documentId: null,
+            patientId: patientIdOf(encounter)
+          })
+        ])
+        return presentDetailResponse(encounter)
+      }))
+    })
+
+    const getPublicDocument = Effect.fn("PublicApi.getPublicDocument")(function*(
+      request: PublicRequest,
+      path: DocumentPath
+    ) {
+      const operation = "getPublicDocument"
+      const { caller } = yield* admit(request, operation)
+      return yield* readAndRecord(Effect.gen(function*() {
+        const encounter = yield* findAccessibleEncounter(caller, path.encounterId)
+        const document = yield* fromEither(
+          checkDocumentDetailTarget(yield* findDocumentOfEncounter(encounter, path.documentId))
+        )
+        yield* record([
+          yield* disclosureEvent(caller, request, operation, {
+            encounterId: encounter.encounterId,
+            documentId: document.documentId,
+            patientId: patientIdOf(encounter)
+          })
+        ])
+        return presentDocumentDetailResponse(document)
+      }))
+    })
+
+    const getPublicDocumentTranscript = Effect.fn("PublicApi.getPublicDocumentTranscript")(function*(
+      request: PublicRequest,
+      path: DocumentPath
+    ) {
+      const operation = "getPublicDocumentTranscript"
+      const { caller } = yield* admit(request, operation)
+      return yield* readAndRecord(Effect.gen(function*() {
+        const encounter = yield* findAccessibleEncounter(caller, path.encounterId)
+        const document = yield* findDocumentOfEncounter(encounter, path.documentId)
+        yield* fromEither(checkTranscriptTarget(document))
+        const transcript = yield* fromEither(checkFinalTranscript(yield* repository.findFinalTranscript(document.documentId)))
+        yield* record([
+          yield* disclosureEvent(caller, request, operation, {
+            encounterId: encounter.encounterId,
+            documentId: document.documentId,
+            patientId: patientIdOf(encounter)
+          })
+        ])
+        return presentTranscriptResponse(document, transcript)
+      }))
+    })
+
+    const getPublicDocumentAudio = Effect.fn("PublicApi.getPublicDocumentAudio")(function*(
+      request: PublicRequest,
+      path: DocumentPath
+    ) {
+      const operation = "getPublicDocumentAudio"
+      const { caller } = yield* admit(request, operation)
+      return yield* readAndRecord(Effect.gen(function*() {
+        const encounter = yield* findAccessibleEncounter(caller, path.encounterId)
+        const document = yield* findDocumentOfEncounter(encounter, path.documentId)
+        const recording = yield* fromEither(checkAudioTarget(document))
+        yield* fromEither(checkAudioObjectExists(yield* audioStorage.exists(recording)))
+        const signed = yield* audioStorage.signUrl(recording, config.audioUrlTtlSeconds)
+        yield* record([
+          yield* disclosureEvent(caller, request, operation, {
+            encounterId: encounter.encounterId,
+            documentId: document.documentId,
+            patientId: patientIdOf(encounter)
+          })
+        ])
+        return presentAudioResponse(signed)
+      }))
+    })
+
+    return {
+      listPublicEncounters,
+      getPublicEncounter,
+      getPublicDocument,
+      getPublicDocumentTranscript,
+      getPublicDocumentAudio
+    }
+  })
+)

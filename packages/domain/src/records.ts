@@ -1,0 +1,111 @@
+import { Schema } from "effect"
+import { ApiKeyId, DisclosureEventId, DocumentId, EncounterId, OrganizationId, PatientId, RequestId } from "./ids.js"
+import { PublicPatientSummary, SchemaType, WorkflowVariant } from "./resources.js"
+import { OperationId, Scope } from "./routes.js"
+
+/**
+ * Internal records: what the stores hold and the policy decides on. None of these is a
+ * public resource; the public shapes are built from them by the domain.
+ */
+
+export const OrganizationRecord = Schema.Struct({
+  organizationId: OrganizationId,
+  name: Schema.String,
+  /** Approved (allowlisted) for the public API. */
+  approved: Schema.Boolean,
+  enabledRoutes: Schema.Array(OperationId)
+})
+export type OrganizationRecord = typeof OrganizationRecord.Type
+
+export const ApiKeyKind = Schema.Literal("organization", "user", "service")
+export type ApiKeyKind = typeof ApiKeyKind.Type
+
+export const ApiKeyState = Schema.Literal("active", "disabled", "revoked")
+export type ApiKeyState = typeof ApiKeyState.Type
+
+export const ApiKeyRecord = Schema.Struct({
+  apiKeyId: ApiKeyId,
+  organizationId: Schema.NullOr(OrganizationId),
+  kind: ApiKeyKind,
+  scopes: Schema.Array(Scope),
+  state: ApiKeyState,
+  expiresAt: Schema.NullOr(Schema.DateFromSelf),
+  label: Schema.NullOr(Schema.String)
+})
+export type ApiKeyRecord = typeof ApiKeyRecord.Type
+
+export const DataClass = Schema.Literal("clinical", "demo", "training")
+export type DataClass = typeof DataClass.Type
+
+export const RecordingReference = Schema.Struct({
+  /** Where the audio storage keeps the object; never shown to a partner. */
+  storageKey: Schema.String,
+  contentType: Schema.String
+})
+export type RecordingReference = typeof RecordingReference.Type
+
+export const StoredDocument = Schema.Struct({
+  documentId: DocumentId,
+  encounterId: EncounterId,
+  schemaType: SchemaType,
+  title: Schema.NullOr(Schema.String),
+  status: Schema.NullOr(Schema.String),
+  workflowVariant: Schema.NullOr(WorkflowVariant),
+  audioDurationSeconds: Schema.NullOr(Schema.Number),
+  createdAt: Schema.DateFromSelf,
+  updatedAt: Schema.DateFromSelf,
+  contentMarkdown: Schema.NullOr(Schema.String),
+  /** Null when the transcript is not recording-backed. */
+  recording: Schema.NullOr(RecordingReference)
+})
+export type StoredDocument = typeof StoredDocument.Type
+
+/** A document as the encounter views embed it: enough to build the public summary and order it. */
+export const StoredDocumentSummary = StoredDocument.pipe(
+  Schema.pick("documentId", "schemaType", "title", "status", "workflowVariant", "audioDurationSeconds", "createdAt")
+)
+export type StoredDocumentSummary = typeof StoredDocumentSummary.Type
+
+export const StoredEncounter = Schema.Struct({
+  encounterId: EncounterId,
+  organizationId: OrganizationId,
+  dataClass: DataClass,
+  createdAt: Schema.DateFromSelf,
+  updatedAt: Schema.DateFromSelf,
+  dateOfService: Schema.NullOr(Schema.DateFromSelf),
+  status: Schema.NullOr(Schema.String),
+  patient: Schema.NullOr(PublicPatientSummary),
+  documents: Schema.Array(StoredDocumentSummary)
+})
+export type StoredEncounter = typeof StoredEncounter.Type
+
+/** One accounting-of-disclosures entry (decisions.md, "Disclosure events"). */
+export const DisclosureEvent = Schema.Struct({
+  eventId: DisclosureEventId,
+  occurredAt: Schema.DateFromSelf,
+  organizationId: OrganizationId,
+  apiKeyId: ApiKeyId,
+  operationId: OperationId,
+  encounterId: EncounterId,
+  documentId: Schema.NullOr(DocumentId),
+  patientId: Schema.NullOr(PatientId),
+  requestId: RequestId
+})
+export type DisclosureEvent = typeof DisclosureEvent.Type
+
+export const SortOrder = Schema.Literal("asc", "desc")
+export type SortOrder = typeof SortOrder.Type
+
+/** A list query after validation (see list-query.ts). */
+export interface EncounterListQuery {
+  readonly limit: number
+  readonly offset: number
+  readonly sortOrder: SortOrder
+  readonly startAt: Date | null
+  readonly endAt: Date | null
+}
+
+export interface EncounterPage {
+  readonly items: ReadonlyArray<StoredEncounter>
+  readonly total: number
+}

@@ -1,0 +1,78 @@
+import { ParseResult, Schema } from "effect"
+
+/**
+ * RFC 3339 date-time with an explicit offset (`Z` or `±hh:mm`), optional fraction.
+ * Calendar validity (no 2026-02-30, no hour 24) is checked by `parseRfc3339Instant`.
+ */
+const RFC3339_PATTERN =
+  /^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(\.\d+)?([Zz]|([+-])(\d{2}):(\d{2}))$/
+
+const isLeapYear = (year: number) => (year % 4 === 0 && year % 100 !== 0) || year % 400 === 0
+
+const daysInMonth = (year: number, month: number): number =>
+  month === 2 ? (isLeapYear(year) ? 29 : 28) : [4, 6, 9, 11].includes(month) ? 30 : 31
+
+/** The instant an RFC 3339 date-time with offset denotes, or `undefined` if the text is not one. */
+export const parseRfc3339Instant = (text: string): Date | undefined => {
+  const match = RFC3339_PATTERN.exec(text)
+  if (match === null) return undefined
+  const [, y, mo, d, h, mi, s, fraction, , sign, oh, om] = match
+  const year = Number(y)
+  const month = Number(mo)
+  const day = Number(d)
+  const hour = Number(h)
+  const minute = Number(mi)
+  const second = Number(s)
+  if (year < 1 || month < 1 || month > 12 || day < 1 || day > daysInMonth(year, month)) return undefined
+  // Leap seconds (second 60) are not representable as a JavaScript instant: refused.
+  if (hour > 23 || minute > 59 || second > 59) return undefined
+  let offsetMinutes = 0
+  if (sign !== undefined) {
+    const offsetHours = Number(oh)
+    const offsetMins = Number(om)
+    if (offsetHours > 23 || offsetMins > 59) return undefined
+    offsetMinutes = (sign === "-" ? -1 : 1) * (offsetHours * 60 + offsetMins)
+  }
+  // Cut, never round, to milliseconds: ".99999999999999999" must not become the next second.
+  const millis = fraction === undefined ? 0 : Number(fraction.slice(1, 4).padEnd(3, "0"))
+  // setUTCFullYear, unlike Date.UTC, does not map the years 0..99 to 1900..1999.
+  const instant = new Date(0)
+  instant.setUTCFullYear(year, month - 1, day)
+  instant.setUTCHours(hour, minute, second, millis)
+  instant.setTime(instant.getTime() - offsetMinutes * 60_000)
+  return Number.isNaN(instant.getTime()) ? undefined : instant
+}
+
+/**
+ * A contract timestamp: decodes any RFC 3339 date-time with offset, encodes as UTC with
+ * milliseconds (`2026-05-01T12:00:00.000Z`), as decisions.md requires.
+ */
+export const Timestamp = Schema.transformOrFail(
+  Schema.String.annotations({ format: "date-time" }),
+  Schema.DateFromSelf,
+  {
+    strict: true,
+    decode: (text, _, ast) => {
+      const instant = parseRfc3339Instant(text)
+      return instant === undefined
+        ? ParseResult.fail(new ParseResult.Type(ast, text, "Expected an RFC 3339 date-time with offset"))
+        : ParseResult.succeed(instant)
+    },
+    encode: (date, _, ast) =>
+      Number.isNaN(date.getTime())
+        ? ParseResult.fail(new ParseResult.Type(ast, date, "Invalid date"))
+        : ParseResult.succeed(date.toISOString())
+  }
+).annotations({ identifier: "Timestamp", description: "ISO 8601 date-time, written as UTC with milliseconds" })
+
+/** A calendar date `YYYY-MM-DD`, kept as its text. */
+export const CalendarDate = Schema.String.pipe(
+  Schema.filter((text) => {
+    const match = /^(\d{4})-(\d{2})-(\d{2})$/.exec(text)
+    if (match === null) return false
+    const year = Number(match[1])
+    const month = Number(match[2])
+    const day = Number(match[3])
+    return month >= 1 && month <= 12 && day >= 1 && day <= daysInMonth(year, month)
+  }, { message: () => "Expected a calendar date YYYY-MM-DD" })
+).annotations({ identifier: "CalendarDate", format: "date", jsonSchema: { type: "string", format: "date" } })
