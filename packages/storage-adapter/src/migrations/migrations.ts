@@ -1,0 +1,235 @@
+/**
+ * The schema, as an ordered list of migrations. A migration, once released, never changes:
+ * its checksum is recorded when it is applied and start-up refuses a database whose applied
+ * migrations differ from these. Later changes (the webhook tables, for one) are new entries
+ * with the next version.
+ *
+ * Ids are `text COLLATE "C"` so that ordering and comparison are bytewise (decisions.md,
+ * tie-breaker); timestamps are `timestamptz` (the API shows milliseconds).
+ */
+export interface Migration {
+  readonly version: number
+  readonly name: string
+  readonly sql: string
+}
+
+const initialSchema = `
+CREATE TABLE organizations (
+  organization_id text COLLATE "C" PRIMARY KEY,
+  name            text NOT NULL,
+  approved        boolean NOT NULL DEFAULT false,
+  enabled_routes  text[] NOT NULL DEFAULT '{}',
+  created_at      timestamptz NOT NULL DEFAULT now()
+);
+
+CREATE TABLE api_keys (
+  api_key_id      text COLLATE "C" PRIMARY KEY,
+  -- HMAC-SHA256(digest key, token), lowercase hex. The token itself is never stored.
+  digest          text NOT NULL UNIQUE CHECK (digest ~ '^[0-9a-f]{64}$'),
+  kind            text NOT NULL CHECK (kind IN ('organization', 'user', 'service')),
+  organization_id text COLLATE "C" REFERENCES organizations (organization_id),
+  scopes          text[] NOT NULL,
+  state           text NOT NULL CHECK (state IN ('active', 'disabled', 'revoked')),
+  expires_at      timestamptz,
+  label           text,
+  created_at      timestamptz NOT NULL DEFAULT now(),
+  last_used_at    timestamptz
+);
+CREATE INDEX api_keys_by_organization ON api_keys (organization_id, created_at);
+
+CREATE TABLE patients (
+  patient_id      text COLLATE "C" PRIMARY KEY,
+  organization_id text COLLATE "C" NOT NULL REFERENCES organizations (organization_id),
+  first_name      text,
+  last_name       text,
+  date_of_birth   date,
+  UNIQUE (organization_id, patient_id)
+);
+
+CREATE TABLE encounters (
+  encounter_id    text COLLATE "C" PRIMARY KEY,
+  organization_id text COLLATE "C" NOT NULL REFERENCES organizations (organization_id),
+  data_class      text NOT NULL CHECK (data_class IN ('clinical', 'demo', 'training')),
+  created_at      timestamptz NOT NULL,
+  updated_at      timestamptz NOT NULL,
+  date_of_service timestamptz,
+  status          text,
+  patient_id      text COLLATE "C",
+  -- The patient belongs to the encounter's organization (MATCH SIMPLE: no patient, no check).
+  FOREIGN KEY (organization_id, patient_id) REFERENCES patients (organization_id, patient_id)
+);
+-- Serves the list query in both sort directions (forward and backward index scans).
+CREATE INDEX encounters_clinical_list ON encounters (organization_id, created_at, encounter_id)
+  WHERE data_class = 'clinical';
+
+CREATE TABLE documents (
+  document_id            text COLLATE "C" PRIMARY KEY,
+  encounter_id           text COLLATE "C" NOT NULL REFERENCES encounters (encounter_id),
+  schema_type            text NOT NULL
+    CHECK (schema_type IN ('document', 'ambient_transcript', 'billing', 'encounter_checklist')),
+  title                  text,
+  status                 text,
+  workflow_variant       text CHECK (workflow_variant IN ('ambient', 'phone_call')),
+  audio_duration_seconds double precision CHECK (audio_duration_seconds >= 0),
+  created_at             timestamptz NOT NULL,
+  updated_at             timestamptz NOT NULL,
+  content_markdown       text
+);
+CREATE INDEX documents_by_encounter ON documents (encounter_id, created_at, document_id);
+
+CREATE TABLE transcripts (
+  document_id            text COLLATE "C" PRIMARY KEY REFERENCES documents (document_id),
+  provider               text NOT NULL,
+  audio_duration_seconds double precision CHECK (audio_duration_seconds >= 0)
+);
+
+CREATE TABLE transcript_turns (
+  document_id   text COLLATE "C" NOT NULL REFERENCES transcripts (document_id),
+  ordinal       integer NOT NULL,
+  speaker       text NOT NULL,
+  text          text NOT NULL,
+  start_seconds double precision NOT NULL,
+  end_seconds   double precision NOT NULL,
+  PRIMARY KEY (document_id, ordinal)
+);
+
+-- A recording-backed transcript: where its audio object is kept (never shown to a partner).
+CREATE TABLE recordings (
+  document_id  text COLLATE "C" PRIMARY KEY REFERENCES documents (document_id),
+  storage_key  text COLLATE "C" NOT NULL UNIQUE,
+  content_type text NOT NULL
+);
+
+-- The objects of the embedded audio storage, so that a fixture load stays one transaction.
+CREATE TABLE recording_objects (
+  storage_key  text COLLATE "C" PRIMARY KEY,
+  content_type text NOT NULL,
+  bytes        bytea NOT NULL,
+  created_at   timestamptz NOT NULL DEFAULT now()
+);
+
+-- The accounting of disclosures. No foreign keys: the accounting outlives what it accounts for.
+CREATE TABLE disclosure_events (
+  event_id        text COLLATE "C" PRIMARY KEY,
+  occurred_at     timestamptz NOT NULL,
+  organization_id text COLLATE "C" NOT NULL,
+  api_key_id      text COLLATE "C" NOT NULL,
+  operation_id    text NOT NULL,
+  encounter_id    text COLLATE "C" NOT NULL,
+  document_id     text COLLATE "C",
+  patient_id      text COLLATE "C",
+  request_id      text COLLATE "C" NOT NULL
+);
+CREATE INDEX disclosure_events_export ON disclosure_events (organization_id, occurred_at, event_id);
+`
+
+/** The order events were committed in: events of one read share their time, not their order. */
+const disclosureRecordingOrder = `
+ALTER TABLE disclosure_events ADD COLUMN recorded_seq bigint GENERATED ALWAYS AS IDENTITY;
+`
+
+/**
+ * The webhook outbox (decisions.md, "Webhooks"): subscriptions with their readiness and
+ * revision history, signing secrets, events with their exact body bytes, deliveries with
+ * their lease, and one record per attempt (never a response body).
+ *
+ * Signing secrets are stored in clear: the sender must compute HMACs with them, so a digest
+ * would not do. They are printed once, at creation or rotation, and never shown again.
+ */
+const webhookOutbox = `
+CREATE TABLE webhook_subscriptions (
+  subscription_id text COLLATE "C" PRIMARY KEY,
+  organization_id text COLLATE "C" NOT NULL REFERENCES organizations (organization_id),
+  endpoint_url    text NOT NULL,
+  state           text NOT NULL CHECK (state IN ('disabled', 'active')),
+  revision        integer NOT NULL CHECK (revision >= 1),
+  -- readiness item -> status (subscription.ts), the current readiness record.
+  readiness       jsonb NOT NULL,
+  created_at      timestamptz NOT NULL,
+  updated_at      timestamptz NOT NULL
+);
+CREATE INDEX webhook_subscriptions_by_organization ON webhook_subscriptions (organization_id, state);
+
+-- Every change of a subscription, with its provenance and the readiness record it had.
+CREATE TABLE webhook_subscription_revisions (
+  subscription_id text COLLATE "C" NOT NULL REFERENCES webhook_subscriptions (subscription_id),
+  revision        integer NOT NULL,
+  change          text NOT NULL
+    CHECK (change IN ('created', 'readiness_confirmed', 'readiness_unconfirmed', 'activated', 'readiness_revoked')),
+  state           text NOT NULL CHECK (state IN ('disabled', 'active')),
+  readiness       jsonb NOT NULL,
+  changed_by      text,
+  reason          text,
+  created_at      timestamptz NOT NULL,
+  PRIMARY KEY (subscription_id, revision)
+);
+
+CREATE TABLE webhook_signing_secrets (
+  secret_seq      bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+  subscription_id text COLLATE "C" NOT NULL REFERENCES webhook_subscriptions (subscription_id),
+  secret          text NOT NULL CHECK (secret ~ '^whsec_[A-Za-z0-9_-]{43}$'),
+  created_at      timestamptz NOT NULL
+);
+-- The sender signs with the newest secret.
+CREATE INDEX webhook_signing_secrets_newest ON webhook_signing_secrets (subscription_id, created_at DESC, secret_seq DESC);
+
+CREATE TABLE webhook_events (
+  event_id        text COLLATE "C" PRIMARY KEY,
+  event_type      text NOT NULL CHECK (event_type IN ('recording.transcript_ready', 'webhook.endpoint_test')),
+  organization_id text COLLATE "C" NOT NULL,
+  encounter_id    text COLLATE "C",
+  document_id     text COLLATE "C",
+  -- The exact bytes every attempt sends and signs.
+  body            bytea NOT NULL,
+  occurred_at     timestamptz NOT NULL,
+  created_at      timestamptz NOT NULL,
+  -- Publishing the same transcript twice is one event (endpoint tests have neither id).
+  UNIQUE (event_type, encounter_id, document_id),
+  CHECK ((event_type = 'recording.transcript_ready') = (encounter_id IS NOT NULL AND document_id IS NOT NULL))
+);
+
+CREATE TABLE webhook_deliveries (
+  delivery_id          text COLLATE "C" PRIMARY KEY,
+  event_id             text COLLATE "C" NOT NULL REFERENCES webhook_events (event_id),
+  subscription_id      text COLLATE "C" NOT NULL REFERENCES webhook_subscriptions (subscription_id),
+  state                text NOT NULL CHECK (state IN ('pending', 'sending', 'succeeded', 'failed', 'cancelled')),
+  attempt_count        integer NOT NULL DEFAULT 0 CHECK (attempt_count >= 0),
+  max_attempts         integer NOT NULL CHECK (max_attempts >= 1),
+  -- Attempts made before the last manual redelivery: the retry schedule restarts after it.
+  schedule_offset      integer NOT NULL DEFAULT 0 CHECK (schedule_offset >= 0),
+  next_attempt_at      timestamptz NOT NULL,
+  lease_owner          text,
+  lease_expires_at     timestamptz,
+  last_attempt_at      timestamptz,
+  last_response_status integer,
+  last_error_class     text,
+  failure_reason       text CHECK (failure_reason IN ('terminal_status', 'attempts_exhausted')),
+  created_at           timestamptz NOT NULL,
+  updated_at           timestamptz NOT NULL,
+  UNIQUE (event_id, subscription_id),
+  CHECK ((state = 'sending') = (lease_owner IS NOT NULL AND lease_expires_at IS NOT NULL))
+);
+-- The lease query: due pending deliveries, and sending ones whose lease has expired.
+CREATE INDEX webhook_deliveries_due ON webhook_deliveries (next_attempt_at) WHERE state = 'pending';
+CREATE INDEX webhook_deliveries_leased ON webhook_deliveries (lease_expires_at) WHERE state = 'sending';
+CREATE INDEX webhook_deliveries_by_subscription ON webhook_deliveries (subscription_id, state);
+
+CREATE TABLE webhook_delivery_attempts (
+  delivery_id     text COLLATE "C" NOT NULL REFERENCES webhook_deliveries (delivery_id),
+  attempt_number  integer NOT NULL CHECK (attempt_number >= 1),
+  worker_id       text NOT NULL,
+  started_at      timestamptz NOT NULL,
+  -- NULL while the attempt is in flight.
+  finished_at     timestamptz,
+  duration_ms     integer,
+  response_status integer,
+  error_class     text,
+  PRIMARY KEY (delivery_id, attempt_number)
+);
+`
+
+export const migrations: ReadonlyArray<Migration> = [
+  { version: 1, name: "initial_schema", sql: initialSchema },
+  { version: 2, name: "disclosure_recording_order", sql: disclosureRecordingOrder },
+  { version: 3, name: "webhook_outbox", sql: webhookOutbox }
+]

@@ -1,0 +1,247 @@
+import {
+  CalendarDate,
+  DataClass,
+  DocumentId,
+  EncounterId,
+  type EncounterListQuery,
+  EncounterRepository,
+  OrganizationId,
+  PatientId,
+  PublicFinalTranscript,
+  SchemaType,
+  type StoreUnavailable,
+  type StoredDocumentSummary,
+  type StoredDocument,
+  type StoredEncounter,
+  WorkflowVariant
+} from "@clinical-api/domain"
+import { Effect, Layer, Option, Schema } from "effect"
+import { decodeRows } from "../sql/decode.js"
+import { PgClient, type Sql } from "../sql/pg-client.js"
+
+const EncounterRow = Schema.Struct({
+  encounter_id: EncounterId,
+  organization_id: OrganizationId,
+  data_class: DataClass,
+  created_at: Schema.DateFromSelf,
+  updated_at: Schema.DateFromSelf,
+  date_of_service: Schema.NullOr(Schema.DateFromSelf),
+  status: Schema.NullOr(Schema.String),
+  patient_id: Schema.NullOr(PatientId),
+  first_name: Schema.NullOr(Schema.String),
+  last_name: Schema.NullOr(Schema.String),
+  date_of_birth: Schema.NullOr(CalendarDate)
+})
+type EncounterRow = typeof EncounterRow.Type
+
+/** The count columns of the page statement; the encounter columns are null on the row of an empty page. */
+const PageTotalRow = Schema.Struct({ total: Schema.Int })
+
+const DocumentSummaryRow = Schema.Struct({
+  document_id: DocumentId,
+  encounter_id: EncounterId,
+  schema_type: SchemaType,
+  title: Schema.NullOr(Schema.String),
+  status: Schema.NullOr(Schema.String),
+  workflow_variant: Schema.NullOr(WorkflowVariant),
+  audio_duration_seconds: Schema.NullOr(Schema.Number),
+  created_at: Schema.DateFromSelf
+})
+type DocumentSummaryRow = typeof DocumentSummaryRow.Type
+
+const DocumentRow = Schema.Struct({
+  ...DocumentSummaryRow.fields,
+  updated_at: Schema.DateFromSelf,
+  content_markdown: Schema.NullOr(Schema.String),
+  storage_key: Schema.NullOr(Schema.String),
+  content_type: Schema.NullOr(Schema.String)
+})
+
+const encounterColumns = (sql: Sql) => sql`
+  e.encounter_id, e.organization_id, e.data_class, e.created_at, e.updated_at, e.date_of_service, e.status,
+  p.patient_id, p.first_name, p.last_name, to_char(p.date_of_birth, 'YYYY-MM-DD') AS date_of_birth`
+
+/** The list filter: one organization, clinical data only, `created_at` in [startAt, endAt). */
+const listFilter = (sql: Sql, organizationId: OrganizationId, query: EncounterListQuery) => sql`
+  e.organization_id = ${organizationId} AND e.data_class = 'clinical'
+  ${query.startAt === null ? sql`` : sql`AND e.created_at >= ${query.startAt}`}
+  ${query.endAt === null ? sql`` : sql`AND e.created_at < ${query.endAt}`}`
+
+const listOrder = (sql: Sql, alias: "e" | "page", query: EncounterListQuery) =>
+  query.sortOrder === "asc"
+    ? sql`ORDER BY ${sql(alias)}.created_at ASC, ${sql(alias)}.encounter_id COLLATE "C" ASC`
+    : sql`ORDER BY ${sql(alias)}.created_at DESC, ${sql(alias)}.encounter_id COLLATE "C" DESC`
+
+/**
+ * The page and the exact total in ONE statement, so both see the same snapshot and an offset
+ * past the end still returns the total (the count row is there even when the page is empty).
+ * The count is an index-only scan of the partial index `encounters_clinical_list`. The page
+ * is read in order from the same index and skips `offset` rows BEFORE the patient join, so a
+ * deep page joins `limit` patients, not `offset + limit`. Exported so tests and the
+ * benchmark's floor server run exactly this SQL.
+ */
+export const encounterPageStatement = (sql: Sql, organizationId: OrganizationId, query: EncounterListQuery) => sql`
+  SELECT counted.total, page.*
+  FROM (SELECT count(*)::int AS total FROM encounters e WHERE ${listFilter(sql, organizationId, query)}) AS counted
+  LEFT JOIN LATERAL (
+    SELECT ${encounterColumns(sql)}
+    FROM (
+      SELECT e.encounter_id, e.organization_id, e.data_class, e.created_at, e.updated_at, e.date_of_service,
+             e.status, e.patient_id
+      FROM encounters e
+      WHERE ${listFilter(sql, organizationId, query)}
+      ${listOrder(sql, "e", query)}
+      LIMIT ${query.limit} OFFSET ${query.offset}
+    ) AS e LEFT JOIN patients p ON p.patient_id = e.patient_id
+  ) AS page ON true
+  ${listOrder(sql, "page", query)}`
+
+/** Documents of several encounters in one query, each encounter's ordered by created_at, then document_id bytewise. */
+export const documentSummariesStatement = (sql: Sql, encounterIds: ReadonlyArray<string>) => sql`
+  SELECT document_id, encounter_id, schema_type, title, status, workflow_variant, audio_duration_seconds, created_at
+  FROM documents
+  WHERE encounter_id = ANY(${sql.array([...encounterIds])})
+  ORDER BY encounter_id, created_at, document_id COLLATE "C"`
+
+/** One encounter with its patient. */
+export const encounterByIdStatement = (sql: Sql, encounterId: string) => sql`
+  SELECT ${encounterColumns(sql)}
+  FROM encounters e LEFT JOIN patients p ON p.patient_id = e.patient_id
+  WHERE e.encounter_id = ${encounterId}`
+
+/** One document with its recording reference, if any. */
+export const documentByIdStatement = (sql: Sql, documentId: string) => sql`
+  SELECT d.document_id, d.encounter_id, d.schema_type, d.title, d.status, d.workflow_variant,
+         d.audio_duration_seconds, d.created_at, d.updated_at, d.content_markdown,
+         r.storage_key, r.content_type
+  FROM documents d LEFT JOIN recordings r ON r.document_id = d.document_id
+  WHERE d.document_id = ${documentId}`
+
+/** The final transcript of a document, its turns aggregated to JSON in the database. */
+export const finalTranscriptStatement = (sql: Sql, documentId: string) => sql`
+  SELECT t.provider, t.audio_duration_seconds,
+         coalesce((
+           SELECT json_agg(json_build_object('speaker', tt.speaker, 'text', tt.text,
+                                             'start', tt.start_seconds, 'end', tt.end_seconds)
+                           ORDER BY tt.start_seconds, tt.ordinal)
+           FROM transcript_turns tt WHERE tt.document_id = t.document_id
+         ), '[]'::json) AS turns
+  FROM transcripts t
+  WHERE t.document_id = ${documentId}`
+
+const toStoredEncounter = (
+  row: EncounterRow,
+  documents: ReadonlyArray<StoredDocumentSummary>
+): StoredEncounter => ({
+  encounterId: row.encounter_id,
+  organizationId: row.organization_id,
+  dataClass: row.data_class,
+  createdAt: row.created_at,
+  updatedAt: row.updated_at,
+  dateOfService: row.date_of_service,
+  status: row.status,
+  patient:
+    row.patient_id === null
+      ? null
+      : {
+          patient_id: row.patient_id,
+          first_name: row.first_name,
+          last_name: row.last_name,
+          date_of_birth: row.date_of_birth
+        },
+  documents
+})
+
+const toDocumentSummary = (row: DocumentSummaryRow): StoredDocumentSummary => ({
+  documentId: row.document_id,
+  schemaType: row.schema_type,
+  title: row.title,
+  status: row.status,
+  workflowVariant: row.workflow_variant,
+  audioDurationSeconds: row.audio_duration_seconds,
+  createdAt: row.created_at
+})
+
+export const makeEncounterRepository = Effect.gen(function* () {
+  const client = yield* PgClient
+
+  /** One query for the documents of all the given encounters, whatever their number. */
+  const documentsByEncounter = (
+    encounterIds: ReadonlyArray<string>
+  ): Effect.Effect<ReadonlyMap<string, ReadonlyArray<StoredDocumentSummary>>, StoreUnavailable> =>
+    encounterIds.length === 0
+      ? Effect.succeed(new Map())
+      : client.run("encounters.documents", (sql) => documentSummariesStatement(sql, encounterIds)).pipe(
+          Effect.flatMap(decodeRows(DocumentSummaryRow, "encounters.documents")),
+          Effect.map((rows) => {
+            const grouped = new Map<string, Array<StoredDocumentSummary>>()
+            for (const row of rows) {
+              const list = grouped.get(row.encounter_id) ?? []
+              list.push(toDocumentSummary(row))
+              grouped.set(row.encounter_id, list)
+            }
+            return grouped
+          })
+        )
+
+  const listForOrganization = Effect.fn("EncounterRepository.listForOrganization")(function* (
+    organizationId: OrganizationId,
+    query: EncounterListQuery
+  ) {
+    const rows = yield* client.run("encounters.list", (sql) => encounterPageStatement(sql, organizationId, query))
+    const totals = yield* decodeRows(PageTotalRow, "encounters.list")(rows.slice(0, 1))
+    const total = totals[0]?.total ?? 0
+    const pageRows = yield* decodeRows(EncounterRow, "encounters.list")(rows.filter((row) => row.encounter_id !== null))
+    const documents = yield* documentsByEncounter(pageRows.map((row) => row.encounter_id))
+    return {
+      total,
+      items: pageRows.map((row) => toStoredEncounter(row, documents.get(row.encounter_id) ?? []))
+    }
+  })
+
+  const findEncounter = Effect.fn("EncounterRepository.findEncounter")(function* (encounterId: EncounterId) {
+    const rows = yield* client
+      .run("encounters.find", (sql) => encounterByIdStatement(sql, encounterId))
+      .pipe(Effect.flatMap(decodeRows(EncounterRow, "encounters.find")))
+    const row = rows[0]
+    if (row === undefined) return Option.none<StoredEncounter>()
+    const documents = yield* documentsByEncounter([row.encounter_id])
+    return Option.some(toStoredEncounter(row, documents.get(row.encounter_id) ?? []))
+  })
+
+  const findDocument = Effect.fn("EncounterRepository.findDocument")(function* (documentId: DocumentId) {
+    const rows = yield* client
+      .run("documents.find", (sql) => documentByIdStatement(sql, documentId))
+      .pipe(Effect.flatMap(decodeRows(DocumentRow, "documents.find")))
+    const row = rows[0]
+    if (row === undefined) return Option.none<StoredDocument>()
+    const document: StoredDocument = {
+      documentId: row.document_id,
+      encounterId: row.encounter_id,
+      schemaType: row.schema_type,
+      title: row.title,
+      status: row.status,
+      workflowVariant: row.workflow_variant,
+      audioDurationSeconds: row.audio_duration_seconds,
+      createdAt: row.created_at,
+      updatedAt: row.updated_at,
+      contentMarkdown: row.content_markdown,
+      recording:
+        row.storage_key === null || row.content_type === null
+          ? null
+          : { storageKey: row.storage_key, contentType: row.content_type }
+    }
+    return Option.some(document)
+  })
+
+  const findFinalTranscript = Effect.fn("EncounterRepository.findFinalTranscript")(function* (documentId: DocumentId) {
+    const rows = yield* client
+      .run("transcripts.find", (sql) => finalTranscriptStatement(sql, documentId))
+      .pipe(Effect.flatMap(decodeRows(PublicFinalTranscript, "transcripts.find")))
+    return Option.fromNullable(rows[0])
+  })
+
+  return EncounterRepository.of({ listForOrganization, findEncounter, findDocument, findFinalTranscript })
+})
+
+export const EncounterRepositoryLive = Layer.effect(EncounterRepository, makeEncounterRepository)

@@ -1,0 +1,36 @@
+import { Effect, Layer } from "effect"
+import { migrate } from "./migrations/migrate.js"
+import { OperatorStoreLive } from "./operator/operator-store.js"
+import { ApiKeyStoreLive } from "./repositories/api-key-store.js"
+import { DisclosureRecorderLive } from "./repositories/disclosure-recorder.js"
+import { EncounterRepositoryLive } from "./repositories/encounter-repository.js"
+import { IdGeneratorLive } from "./repositories/id-generator.js"
+import { OrganizationStoreLive } from "./repositories/organization-store.js"
+import { UnitOfWorkLive } from "./repositories/unit-of-work.js"
+import { AudioStorageFromConfig } from "./s3/audio-storage-from-config.js"
+import { PgClientFromConfig } from "./sql/database-layer.js"
+
+/** The domain's data ports on PostgreSQL, for a given `PgClient`. */
+export const PostgresPortsLive = Layer.mergeAll(
+  EncounterRepositoryLive,
+  ApiKeyStoreLive,
+  OrganizationStoreLive,
+  DisclosureRecorderLive,
+  UnitOfWorkLive
+)
+
+/** Applies pending migrations when the layer is built (start-up). */
+export const MigrateOnStart = Layer.effectDiscard(migrate().pipe(Effect.withSpan("migrate.onStart")))
+
+/**
+ * Everything the service and the operator tooling need, from configuration: the database
+ * (`DATABASE_URL` or the embedded PGlite), migrated at start-up, the ports, the audio storage
+ * (`AUDIO_STORAGE`: embedded or S3), ids and the operator store. The media base URL (where
+ * the service serves embedded audio) comes from the composition root. Releasing it closes
+ * the pool (and PGlite).
+ */
+export const StorageFromConfig = Layer.mergeAll(PostgresPortsLive, AudioStorageFromConfig, OperatorStoreLive).pipe(
+  Layer.provideMerge(IdGeneratorLive),
+  Layer.provideMerge(MigrateOnStart),
+  Layer.provideMerge(PgClientFromConfig)
+)

@@ -1,0 +1,750 @@
+import { randomBytes } from "node:crypto"
+import { readFileSync } from "node:fs"
+import {
+  ApiKeyStore,
+  AudioStorage,
+  compareBytewise,
+  computeApiKeyDigest,
+  type DisclosureEvent,
+  DisclosureRecorder,
+  type DocumentId,
+  type EncounterId,
+  type EncounterListQuery,
+  EncounterRepository,
+  generateApiKeyToken,
+  IdGenerator,
+  type OrganizationId,
+  OrganizationStore,
+  StoreUnavailable,
+  UnitOfWork
+} from "@clinical-api/domain"
+import { expect, layer } from "@effect/vitest"
+import { Chunk, Context, Effect, Either, Exit, Layer, Option, Redacted, Stream } from "effect"
+import {
+  EmbeddedAudioStorageLayer,
+  encounterPageStatement,
+  FixtureRejected,
+  IdGeneratorLive,
+  loadFixture,
+  makePgClient,
+  migrate,
+  MigrationMismatch,
+  migrations,
+  OperatorStore,
+  OperatorStoreLive,
+  PgClient,
+  PgClientLayer,
+  PostgresPortsLive,
+  type Fixture,
+  type FixtureEncounter
+} from "../../src/index.js"
+import type { TestDatabase, TestDatabaseFactory } from "../../src/testing/test-database.js"
+
+export const digestKey = Redacted.make("contract-suite-digest-key")
+
+const exampleFixtureText = readFileSync(new URL("../../../../../shared/spec/fixture.example.json", import.meta.url), "utf8")
+
+class CurrentDatabase extends Context.Tag("test/CurrentDatabase")<
+  CurrentDatabase,
+  TestDatabase & { readonly queries: Array<string> }
+>() {}
+
+/** Unique per call, so that tests sharing one database never see each other's rows. */
+const unique = (prefix: string) => `${prefix}_${randomBytes(5).toString("hex")}`
+
+const at = (text: string) => new Date(text)
+
+const query = (overrides: Partial<EncounterListQuery> = {}): EncounterListQuery => ({
+  limit: 100,
+  offset: 0,
+  sortOrder: "asc",
+  startAt: null,
+  endAt: null,
+  ...overrides
+})
+
+const encounter = (
+  organizationId: string,
+  encounterId: string,
+  createdAt: string,
+  overrides: Partial<FixtureEncounter> = {}
+): FixtureEncounter => ({
+  encounter_id: encounterId,
+  organization_id: organizationId,
+  created_at: createdAt,
+  updated_at: createdAt,
+  date_of_service: null,
+  status: null,
+  patient_id: null,
+  data_class: "clinical",
+  documents: [],
+  ...overrides
+})
+
+const fixture = (parts: Partial<Omit<Fixture, "format">>): Fixture => ({
+  format: "clinical-encounter-fixture/v1",
+  organizations: [],
+  api_keys: [],
+  patients: [],
+  encounters: [],
+  ...parts
+})
+
+const organization = (organizationId: string) => ({
+  organization_id: organizationId,
+  name: `Organization ${organizationId}`,
+  approved: true,
+  enabled_routes: ["listPublicEncounters" as const]
+})
+
+const load = (value: unknown) => loadFixture(value, { digestKey })
+
+const ids = (page: { readonly items: ReadonlyArray<{ readonly encounterId: string }> }) =>
+  page.items.map((item) => item.encounterId)
+
+const countRows = (table: string, column: string, values: ReadonlyArray<string>) =>
+  Effect.flatMap(PgClient, (client) =>
+    client.run(
+      "test.count",
+      (sql) => sql<Array<{ count: number }>>`
+        SELECT count(*)::int AS count FROM ${sql(table)} WHERE ${sql(column)} = ANY(${sql.array([...values])})`
+    )
+  ).pipe(Effect.map((rows) => rows[0]?.count ?? -1))
+
+/**
+ * The repository contract: what every PostgreSQL the service runs on must do. Called once per
+ * kind of database (a real server, the embedded PGlite) with a factory of fresh databases.
+ */
+export const repositoryContract = (factory: TestDatabaseFactory) => {
+  const database = Layer.scoped(
+    CurrentDatabase,
+    Effect.map(factory.fresh, (db) => ({ ...db, queries: new Array<string>() }))
+  )
+  const client = Layer.scoped(
+    PgClient,
+    Effect.flatMap(CurrentDatabase, (db) =>
+      makePgClient({ url: db.url, ...db.clientOptions, onQuery: (text) => db.queries.push(text) })
+    )
+  )
+  const migrated = Layer.effectDiscard(migrate())
+  const environment = Layer.mergeAll(
+    PostgresPortsLive,
+    OperatorStoreLive,
+    EmbeddedAudioStorageLayer({ mediaBaseUrl: "http://media.test", signingKey: Redacted.make("media-key") })
+  ).pipe(
+    Layer.provideMerge(IdGeneratorLive),
+    Layer.provideMerge(migrated),
+    Layer.provideMerge(client),
+    Layer.provideMerge(database)
+  )
+
+  layer(environment, { timeout: "60 seconds", excludeTestServices: true })(`repository contract on ${factory.label}`, (it) => {
+    it.effect("migrate: two concurrent runs on a fresh database apply each migration exactly once", () =>
+      Effect.gen(function* () {
+        const fresh = yield* factory.fresh
+        const runs = yield* fresh.separateClients
+          ? Effect.all(
+              [
+                migrate().pipe(Effect.provide(PgClientLayer({ url: fresh.url, ...fresh.clientOptions }))),
+                migrate().pipe(Effect.provide(PgClientLayer({ url: fresh.url, ...fresh.clientOptions })))
+              ],
+              { concurrency: "unbounded" }
+            )
+          : // PGlite has one session: the two runs share the one connection it accepts.
+            Effect.all([migrate(), migrate()], { concurrency: "unbounded" }).pipe(
+              Effect.provide(PgClientLayer({ url: fresh.url, ...fresh.clientOptions }))
+            )
+        const allVersions = migrations.map((migration) => migration.version)
+        expect([...runs[0].applied, ...runs[1].applied].sort()).toEqual(allVersions)
+        expect(runs[0].current).toEqual(allVersions)
+        expect(runs[1].current).toEqual(allVersions)
+        const ledger = yield* Effect.flatMap(PgClient, (pg) =>
+          pg.run("test.ledger", (sql) => sql<Array<{ version: number }>>`SELECT version FROM schema_migrations ORDER BY version`)
+        ).pipe(Effect.provide(PgClientLayer({ url: fresh.url, ...fresh.clientOptions })))
+        expect(ledger.map((row) => row.version)).toEqual(allVersions)
+      }).pipe(Effect.scoped)
+    )
+
+    it.effect("migrate: a second run applies nothing; an edited or unknown migration is refused", () =>
+      Effect.gen(function* () {
+        const again = yield* migrate()
+        expect(again.applied).toEqual([])
+        const edited = migrations.map((migration) => ({ ...migration, sql: `${migration.sql}\n-- edited` }))
+        const refused = yield* Effect.flip(migrate(edited))
+        expect(refused).toBeInstanceOf(MigrationMismatch)
+        expect(refused.message).toContain("checksum changed")
+        const unknown = yield* Effect.flip(migrate([]))
+        expect(unknown.message).toContain("does not know")
+      })
+    )
+
+    it.effect("list: ties on created_at are broken by encounter_id bytewise (COLLATE \"C\"), in both directions", () =>
+      Effect.gen(function* () {
+        const org = unique("org")
+        // Bytewise (UTF-8) order and locale order of these ids differ: B < Z < a < b < é bytewise.
+        const suffixes = ["a", "B", "é", "Z", "b", "a-1", "a1", "A"]
+        const tied = suffixes.map((suffix) => `enc_${suffix}`)
+        const bytewise = [...tied].sort(compareBytewise)
+        const localeOrder = [...tied].sort((x, y) => x.localeCompare(y, "en-US"))
+        expect(bytewise).not.toEqual(localeOrder)
+        yield* load(
+          fixture({
+            organizations: [organization(org)],
+            encounters: [
+              ...tied.map((id) => encounter(org, `${org}_${id}`, "2026-05-01T09:00:00.000Z")),
+              encounter(org, `${org}_enc_early`, "2026-04-30T09:00:00.000Z"),
+              encounter(org, `${org}_enc_late`, "2026-05-02T09:00:00.000Z")
+            ]
+          })
+        )
+        const repository = yield* EncounterRepository
+        const asc = yield* repository.listForOrganization(org as OrganizationId, query({ sortOrder: "asc" }))
+        expect(ids(asc)).toEqual([
+          `${org}_enc_early`,
+          ...bytewise.map((id) => `${org}_${id}`),
+          `${org}_enc_late`
+        ])
+        const desc = yield* repository.listForOrganization(org as OrganizationId, query({ sortOrder: "desc" }))
+        expect(ids(desc)).toEqual([...ids(asc)].reverse())
+        expect(asc.total).toBe(tied.length + 2)
+        // Pages cut through the tie without skipping or repeating.
+        const paged: Array<string> = []
+        for (let offset = 0; offset < asc.total; offset += 3) {
+          paged.push(...ids(yield* repository.listForOrganization(org as OrganizationId, query({ limit: 3, offset }))))
+        }
+        expect(paged).toEqual(ids(asc))
+      })
+    )
+
+    it.effect("list: start_at is inclusive, end_at exclusive; totals count the range only", () =>
+      Effect.gen(function* () {
+        const org = unique("org")
+        const times = [
+          "2026-05-01T08:59:59.999Z",
+          "2026-05-01T09:00:00.000Z",
+          "2026-05-01T12:00:00.000Z",
+          "2026-05-01T17:59:59.999Z",
+          "2026-05-01T18:00:00.000Z"
+        ]
+        yield* load(
+          fixture({
+            organizations: [organization(org)],
+            encounters: times.map((time, index) => encounter(org, `${org}_e${index}`, time))
+          })
+        )
+        const repository = yield* EncounterRepository
+        const inRange = yield* repository.listForOrganization(
+          org as OrganizationId,
+          query({ startAt: at("2026-05-01T09:00:00.000Z"), endAt: at("2026-05-01T18:00:00.000Z") })
+        )
+        expect(ids(inRange)).toEqual([`${org}_e1`, `${org}_e2`, `${org}_e3`])
+        expect(inRange.total).toBe(3)
+        const fromOnly = yield* repository.listForOrganization(
+          org as OrganizationId,
+          query({ startAt: at("2026-05-01T12:00:00.000Z"), limit: 1 })
+        )
+        expect(ids(fromOnly)).toEqual([`${org}_e2`])
+        expect(fromOnly.total).toBe(3)
+        const toOnly = yield* repository.listForOrganization(
+          org as OrganizationId,
+          query({ endAt: at("2026-05-01T09:00:00.000Z"), sortOrder: "desc" })
+        )
+        expect(ids(toOnly)).toEqual([`${org}_e0`])
+        expect(toOnly.total).toBe(1)
+      })
+    )
+
+    it.effect("list: an offset past the end gives no items and the exact total", () =>
+      Effect.gen(function* () {
+        const org = unique("org")
+        yield* load(
+          fixture({
+            organizations: [organization(org)],
+            encounters: [0, 1, 2].map((index) => encounter(org, `${org}_e${index}`, `2026-05-0${index + 1}T09:00:00.000Z`))
+          })
+        )
+        const repository = yield* EncounterRepository
+        for (const offset of [3, 4, 10_000]) {
+          const page = yield* repository.listForOrganization(org as OrganizationId, query({ offset, limit: 2 }))
+          expect(page.items).toEqual([])
+          expect(page.total).toBe(3)
+        }
+        const empty = yield* repository.listForOrganization(unique("org_none") as OrganizationId, query())
+        expect(empty).toEqual({ items: [], total: 0 })
+      })
+    )
+
+    it.effect("list: demo and training encounters and other organizations' encounters are never returned", () =>
+      Effect.gen(function* () {
+        const org = unique("org")
+        const other = unique("org_other")
+        yield* load(
+          fixture({
+            organizations: [organization(org), organization(other)],
+            encounters: [
+              encounter(org, `${org}_clinical`, "2026-05-01T09:00:00.000Z"),
+              encounter(org, `${org}_demo`, "2026-05-01T10:00:00.000Z", { data_class: "demo" }),
+              encounter(org, `${org}_training`, "2026-05-01T11:00:00.000Z", { data_class: "training" }),
+              encounter(other, `${other}_clinical`, "2026-05-01T09:30:00.000Z")
+            ]
+          })
+        )
+        const repository = yield* EncounterRepository
+        const page = yield* repository.listForOrganization(org as OrganizationId, query())
+        expect(ids(page)).toEqual([`${org}_clinical`])
+        expect(page.total).toBe(1)
+        // The single-encounter lookup returns any encounter: the policy decides (403s).
+        const demo = yield* repository.findEncounter(`${org}_demo` as EncounterId)
+        expect(Option.map(demo, (found) => found.dataClass)).toEqual(Option.some("demo"))
+      })
+    )
+
+    it.effect("list: a page of 100 encounters with patients and documents takes the same fixed number of queries as a page of 1", () =>
+      Effect.gen(function* () {
+        const org = unique("org")
+        const patients = Array.from({ length: 10 }, (_, index) => ({
+          patient_id: `${org}_p${index}`,
+          organization_id: org,
+          first_name: `First${index}`,
+          last_name: `Last${index}`,
+          date_of_birth: "1980-01-0" + ((index % 9) + 1)
+        }))
+        yield* load(
+          fixture({
+            organizations: [organization(org)],
+            patients,
+            encounters: Array.from({ length: 120 }, (_, index) =>
+              encounter(org, `${org}_e${String(index).padStart(3, "0")}`, "2026-05-01T09:00:00.000Z", {
+                patient_id: `${org}_p${index % 10}`,
+                documents: [0, 1].map((documentIndex) => ({
+                  document_id: `${org}_e${index}_d${documentIndex}`,
+                  schema_type: documentIndex === 0 ? ("document" as const) : ("billing" as const),
+                  created_at: "2026-05-01T09:00:00.000Z",
+                  updated_at: "2026-05-01T09:00:00.000Z"
+                }))
+              })
+            )
+          })
+        )
+        const repository = yield* EncounterRepository
+        const db = yield* CurrentDatabase
+        const queriesFor = (limit: number) =>
+          Effect.gen(function* () {
+            db.queries.length = 0
+            const page = yield* repository.listForOrganization(org as OrganizationId, query({ limit }))
+            return { page, count: db.queries.length }
+          })
+        const one = yield* queriesFor(1)
+        const hundred = yield* queriesFor(100)
+        expect(hundred.page.items).toHaveLength(100)
+        expect(hundred.page.items.every((item) => item.patient !== null && item.documents.length === 2)).toBe(true)
+        expect(one.count).toBe(2)
+        expect(hundred.count).toBe(one.count)
+      })
+    )
+
+    it.effect("list: EXPLAIN shows the partial index encounters_clinical_list serving both sort directions without a sort", () =>
+      Effect.gen(function* () {
+        const pg = yield* PgClient
+        const org = unique("org") as OrganizationId
+        for (const sortOrder of ["asc", "desc"] as const) {
+          const plan = yield* pg.transactionally(
+            Effect.gen(function* () {
+              // Small tables make a sequential scan cheaper; take it away to see what the index can do.
+              yield* pg.run("test.settings", (sql) => sql`SET LOCAL enable_seqscan = off`)
+              yield* pg.run("test.settings", (sql) => sql`SET LOCAL enable_bitmapscan = off`)
+              return yield* pg.run(
+                "test.explain",
+                (sql) => sql<Array<{ "QUERY PLAN": string }>>`EXPLAIN ${encounterPageStatement(
+                  sql,
+                  org,
+                  query({ sortOrder, startAt: at("2026-01-01T00:00:00Z"), endAt: at("2027-01-01T00:00:00Z") })
+                )}`
+              )
+            })
+          )
+          const lines = plan.map((row) => row["QUERY PLAN"])
+          // The page under LIMIT/OFFSET is read in order from the index: no Sort below the Limit.
+          // (The statement's outer ORDER BY re-sorts at most `limit` rows after the LATERAL join.)
+          const page = lines.slice(lines.findIndex((line) => line.includes("Limit"))).join("\n")
+          expect(page).toMatch(
+            sortOrder === "asc"
+              ? /Index Scan using encounters_clinical_list/
+              : /Index Scan Backward using encounters_clinical_list/
+          )
+          expect(page).not.toMatch(/\bSort\b/)
+        }
+      })
+    )
+
+    it.effect("fixture: the example fixture loads and reads back exactly", () =>
+      Effect.gen(function* () {
+        const report = yield* load(exampleFixtureText)
+        const example: Fixture = JSON.parse(exampleFixtureText)
+        expect(report).toMatchObject({ organizations: 3, apiKeys: 7, patients: 3, encounters: 7, recordings: 2, recordingObjects: 1 })
+
+        const organizations = yield* OrganizationStore
+        for (const org of example.organizations) {
+          const found = yield* organizations.findById(org.organization_id as OrganizationId)
+          expect(found).toEqual(
+            Option.some({
+              organizationId: org.organization_id,
+              name: org.name,
+              approved: org.approved,
+              enabledRoutes: org.enabled_routes
+            })
+          )
+        }
+
+        const keys = yield* ApiKeyStore
+        for (const key of example.api_keys) {
+          const found = yield* keys.findByDigest(computeApiKeyDigest(digestKey, key.token))
+          expect(Option.isSome(found)).toBe(true)
+          const record = Option.getOrThrow(found)
+          expect(record).toMatchObject({
+            organizationId: key.organization_id,
+            kind: key.kind,
+            scopes: key.scopes,
+            state: key.state,
+            expiresAt: key.expires_at === null ? null : new Date(key.expires_at),
+            label: key.label ?? null
+          })
+        }
+        // Only digests are stored.
+        const tokensStored = yield* countRows(
+          "api_keys",
+          "digest",
+          example.api_keys.map((key) => key.token)
+        )
+        expect(tokensStored).toBe(0)
+
+        const repository = yield* EncounterRepository
+        const patients = new Map(example.patients.map((patient) => [patient.patient_id, patient]))
+        for (const fixtureEncounter of example.encounters) {
+          const found = Option.getOrThrow(yield* repository.findEncounter(fixtureEncounter.encounter_id as EncounterId))
+          const patient = fixtureEncounter.patient_id == null ? null : patients.get(fixtureEncounter.patient_id)
+          expect(found).toEqual({
+            encounterId: fixtureEncounter.encounter_id,
+            organizationId: fixtureEncounter.organization_id,
+            dataClass: fixtureEncounter.data_class,
+            createdAt: new Date(fixtureEncounter.created_at),
+            updatedAt: new Date(fixtureEncounter.updated_at),
+            dateOfService: fixtureEncounter.date_of_service == null ? null : new Date(fixtureEncounter.date_of_service),
+            status: fixtureEncounter.status ?? null,
+            patient:
+              patient == null
+                ? null
+                : {
+                    patient_id: patient.patient_id,
+                    first_name: patient.first_name ?? null,
+                    last_name: patient.last_name ?? null,
+                    date_of_birth: patient.date_of_birth ?? null
+                  },
+            documents: [...fixtureEncounter.documents]
+              .sort((a, b) => Date.parse(a.created_at) - Date.parse(b.created_at) || compareBytewise(a.document_id, b.document_id))
+              .map((document) => ({
+                documentId: document.document_id,
+                schemaType: document.schema_type,
+                title: document.title ?? null,
+                status: document.status ?? null,
+                workflowVariant: document.workflow_variant ?? null,
+                audioDurationSeconds: document.audio_duration_seconds ?? null,
+                createdAt: new Date(document.created_at)
+              }))
+          })
+          for (const document of fixtureEncounter.documents) {
+            const stored = Option.getOrThrow(yield* repository.findDocument(document.document_id as DocumentId))
+            expect(stored).toMatchObject({
+              documentId: document.document_id,
+              encounterId: fixtureEncounter.encounter_id,
+              updatedAt: new Date(document.updated_at),
+              contentMarkdown: document.content_markdown ?? null
+            })
+            const transcript = yield* repository.findFinalTranscript(document.document_id as DocumentId)
+            expect(transcript).toEqual(
+              document.transcript == null
+                ? Option.none()
+                : Option.some({
+                    provider: document.transcript.provider,
+                    audio_duration_seconds: document.transcript.audio_duration_seconds ?? null,
+                    turns: document.transcript.turns
+                  })
+            )
+            if (document.recording == null) {
+              expect(stored.recording).toBeNull()
+            } else {
+              expect(stored.recording?.contentType).toBe(document.recording.content_type)
+              const audio = yield* AudioStorage
+              const exists = yield* audio.exists(stored.recording!)
+              expect(exists).toBe("data_base64" in document.recording)
+            }
+          }
+        }
+        // Loading it again is refused as a whole.
+        const again = yield* Effect.flip(load(exampleFixtureText))
+        expect(again).toBeInstanceOf(FixtureRejected)
+        expect(again).toMatchObject({ path: "$.organizations[0].organization_id" })
+      })
+    )
+
+    it.effect("fixture: a broken reference is refused with its JSON path and stores nothing", () =>
+      Effect.gen(function* () {
+        const org = unique("org")
+        const token = generateApiKeyToken("test", (size) => randomBytes(size))
+        const broken = fixture({
+          organizations: [organization(org)],
+          api_keys: [
+            { token, organization_id: org, kind: "organization", scopes: ["encounters:read"], state: "active", expires_at: null }
+          ],
+          patients: [{ patient_id: `${org}_p`, organization_id: org }],
+          encounters: [
+            encounter(org, `${org}_e0`, "2026-05-01T09:00:00.000Z", { patient_id: `${org}_p` }),
+            encounter(org, `${org}_e1`, "2026-05-01T09:00:00.000Z", { patient_id: `${org}_nobody` })
+          ]
+        })
+        const rejected = yield* Effect.flip(load(broken))
+        expect(rejected).toEqual(
+          new FixtureRejected({ path: "$.encounters[1].patient_id", message: `names unknown patient "${org}_nobody"` })
+        )
+        expect(yield* countRows("organizations", "organization_id", [org])).toBe(0)
+        expect(yield* countRows("encounters", "encounter_id", [`${org}_e0`])).toBe(0)
+        const keys = yield* ApiKeyStore
+        expect(yield* keys.findByDigest(computeApiKeyDigest(digestKey, token))).toEqual(Option.none())
+      })
+    )
+
+    it.effect("fixture: a schema error names the first offending path and stores nothing", () =>
+      Effect.gen(function* () {
+        const org = unique("org")
+        const invalid = {
+          ...fixture({ organizations: [organization(org)] }),
+          encounters: [
+            encounter(org, `${org}_e0`, "2026-05-01T09:00:00.000Z"),
+            {
+              ...encounter(org, `${org}_e1`, "2026-05-01T09:00:00.000Z"),
+              documents: [{ document_id: "d", schema_type: "memo", created_at: "2026-05-01T09:00:00Z", updated_at: "2026-05-01T09:00:00Z" }]
+            }
+          ]
+        }
+        const rejected = yield* Effect.flip(load(invalid))
+        expect(rejected).toBeInstanceOf(FixtureRejected)
+        expect(rejected).toMatchObject({ path: "$.encounters[1].documents[0].schema_type" })
+        expect(yield* countRows("organizations", "organization_id", [org])).toBe(0)
+      })
+    )
+
+    it.effect("fixture: a file that repeats one id already stored is refused whole (no partial load)", () =>
+      Effect.gen(function* () {
+        const org = unique("org")
+        yield* load(fixture({ organizations: [organization(org)] }))
+        const fresh = unique("org_new")
+        const rejected = yield* Effect.flip(
+          load(
+            fixture({
+              organizations: [organization(fresh), organization(org)],
+              encounters: [encounter(fresh, `${fresh}_e`, "2026-05-01T09:00:00.000Z")]
+            })
+          )
+        )
+        expect(rejected).toMatchObject({ _tag: "FixtureRejected", path: "$.organizations[1].organization_id" })
+        expect(yield* countRows("organizations", "organization_id", [fresh])).toBe(0)
+        expect(yield* countRows("encounters", "encounter_id", [`${fresh}_e`])).toBe(0)
+      })
+    )
+
+    it.effect("keys: operator issue/disable/revoke/set-expiry are what ApiKeyStore.findByDigest returns", () =>
+      Effect.gen(function* () {
+        const operator = yield* OperatorStore
+        const keys = yield* ApiKeyStore
+        const org = unique("org") as OrganizationId
+        yield* operator.createOrganization({ organizationId: org, name: "Keys Inc" })
+        const issued = yield* operator.issueApiKey({
+          organizationId: org,
+          scopes: ["encounters:read", "documents:read"],
+          label: "sync job",
+          environment: "live",
+          digestKey
+        })
+        expect(issued.token).toMatch(/^ce_live_[0-9A-Za-z]{36}$/)
+        const digest = computeApiKeyDigest(digestKey, issued.token)
+        const stateOf = Effect.map(keys.findByDigest(digest), Option.map((key) => [key.state, key.expiresAt] as const))
+        expect(yield* stateOf).toEqual(Option.some(["active", null]))
+
+        const listed = yield* operator.listApiKeys({ organizationId: org })
+        expect(listed.map((key) => key.apiKeyId)).toEqual([issued.apiKey.apiKeyId])
+        expect(JSON.stringify(listed)).not.toContain(issued.token)
+        expect(JSON.stringify(listed)).not.toContain(digest)
+
+        yield* operator.disableApiKey(issued.apiKey.apiKeyId)
+        expect(yield* stateOf).toEqual(Option.some(["disabled", null]))
+        yield* operator.enableApiKey(issued.apiKey.apiKeyId)
+        expect(yield* stateOf).toEqual(Option.some(["active", null]))
+        const expiry = at("2026-06-01T00:00:00.000Z")
+        yield* operator.setApiKeyExpiry(issued.apiKey.apiKeyId, expiry)
+        expect(yield* stateOf).toEqual(Option.some(["active", expiry]))
+        yield* operator.revokeApiKey(issued.apiKey.apiKeyId)
+        expect(yield* stateOf).toEqual(Option.some(["revoked", expiry]))
+        // Revoked is final: disabling it fails and changes nothing.
+        const refused = yield* Effect.flip(operator.disableApiKey(issued.apiKey.apiKeyId))
+        expect(refused._tag).toBe("ApiKeyRevoked")
+        expect(yield* stateOf).toEqual(Option.some(["revoked", expiry]))
+        yield* operator.setApiKeyExpiry(issued.apiKey.apiKeyId, null)
+        expect(yield* stateOf).toEqual(Option.some(["revoked", null]))
+
+        const unknownKey = yield* Effect.flip(operator.revokeApiKey("key_missing" as never))
+        expect(unknownKey._tag).toBe("UnknownApiKey")
+        const unknownOrg = yield* Effect.flip(
+          operator.issueApiKey({ organizationId: unique("org_none") as OrganizationId, scopes: [], environment: "test", digestKey })
+        )
+        expect(unknownOrg._tag).toBe("UnknownOrganization")
+        expect(yield* operator.listApiKeys({ organizationId: org })).toHaveLength(1)
+      })
+    )
+
+    it.effect("organizations: create, approve, unapprove, enable and disable routes; unknown ids change nothing", () =>
+      Effect.gen(function* () {
+        const operator = yield* OperatorStore
+        const organizations = yield* OrganizationStore
+        const org = unique("org") as OrganizationId
+        const created = yield* operator.createOrganization({ organizationId: org, name: "Routes Ltd" })
+        expect(created).toEqual({ organizationId: org, name: "Routes Ltd", approved: false, enabledRoutes: [] })
+        expect((yield* Effect.flip(operator.createOrganization({ organizationId: org, name: "again" })))._tag).toBe(
+          "OrganizationAlreadyExists"
+        )
+        yield* operator.approveOrganization(org)
+        yield* operator.enableRoute(org, "listPublicEncounters")
+        yield* operator.enableRoute(org, "getPublicDocument")
+        yield* operator.enableRoute(org, "listPublicEncounters")
+        expect(yield* organizations.findById(org)).toEqual(
+          Option.some({ organizationId: org, name: "Routes Ltd", approved: true, enabledRoutes: ["listPublicEncounters", "getPublicDocument"] })
+        )
+        yield* operator.disableRoute(org, "listPublicEncounters")
+        const after = yield* operator.unapproveOrganization(org)
+        expect(after).toEqual({ organizationId: org, name: "Routes Ltd", approved: false, enabledRoutes: ["getPublicDocument"] })
+        const missing = unique("org_none") as OrganizationId
+        expect((yield* Effect.flip(operator.approveOrganization(missing)))._tag).toBe("UnknownOrganization")
+        expect(yield* organizations.findById(missing)).toEqual(Option.none())
+        const listed = yield* operator.listOrganizations()
+        expect(listed.map((entry) => entry.organizationId)).toContain(org)
+      })
+    )
+
+    it.effect("disclosures: written in the read's transaction; a rolled-back unit of work leaves none; export filters by organization and range", () =>
+      Effect.gen(function* () {
+        const unitOfWork = yield* UnitOfWork
+        const recorder = yield* DisclosureRecorder
+        const operator = yield* OperatorStore
+        const idGenerator = yield* IdGenerator
+        const org = unique("org") as OrganizationId
+        const other = unique("org_other") as OrganizationId
+        yield* operator.createOrganization({ organizationId: org, name: "Disclosing" })
+        yield* operator.createOrganization({ organizationId: other, name: "Other" })
+        const event = (organizationId: OrganizationId, occurredAt: string, encounterId: string) =>
+          Effect.map(
+            idGenerator.next("disclosure"),
+            (eventId): DisclosureEvent =>
+              ({
+                eventId,
+                occurredAt: at(occurredAt),
+                organizationId,
+                apiKeyId: "key_test",
+                operationId: "getPublicEncounter",
+                encounterId,
+                documentId: null,
+                patientId: "pat_1",
+                requestId: "req_1"
+              }) as DisclosureEvent
+          )
+
+        // Committed with the read.
+        const committed = yield* Effect.all([
+          event(org, "2026-05-01T09:00:00.000Z", "enc_1"),
+          event(org, "2026-05-01T10:00:00.000Z", "enc_2"),
+          event(org, "2026-05-01T10:00:00.000Z", "enc_3"),
+          event(org, "2026-05-01T11:00:00.000Z", "enc_4"),
+          event(other, "2026-05-01T10:00:00.000Z", "enc_x")
+        ])
+        yield* unitOfWork.transactionally(recorder.record(committed))
+
+        // A typed failure after recording rolls back and is re-raised unchanged.
+        const rolledBack = yield* event(org, "2026-05-01T10:30:00.000Z", "enc_rolled_back")
+        const failure = new StoreUnavailable({ operation: "test.after-record" })
+        const failed = yield* Effect.exit(
+          unitOfWork.transactionally(Effect.zipRight(recorder.record([rolledBack]), Effect.fail(failure)))
+        )
+        expect(failed).toEqual(Exit.fail(failure))
+        // A defect too.
+        const defected = yield* event(org, "2026-05-01T10:31:00.000Z", "enc_defect")
+        const died = yield* Effect.exit(
+          unitOfWork.transactionally(Effect.zipRight(recorder.record([defected]), Effect.die("boom")))
+        )
+        expect(died).toEqual(Exit.die("boom"))
+        expect(yield* countRows("disclosure_events", "event_id", [rolledBack.eventId, defected.eventId])).toBe(0)
+
+        const exported = yield* Stream.runCollect(
+          operator.exportDisclosures({
+            organizationId: org,
+            from: at("2026-05-01T10:00:00.000Z"),
+            to: at("2026-05-01T11:00:00.000Z"),
+            batchSize: 1
+          })
+        )
+        const expected = committed
+          .slice(1, 3)
+          .sort((a, b) => compareBytewise(a.eventId, b.eventId))
+          .map((e) => ({
+            event_id: e.eventId,
+            occurred_at: "2026-05-01T10:00:00.000Z",
+            organization_id: org,
+            api_key_id: "key_test",
+            operation_id: "getPublicEncounter",
+            encounter_id: e.encounterId,
+            document_id: null,
+            patient_id: "pat_1",
+            request_id: "req_1"
+          }))
+        expect(Chunk.toReadonlyArray(exported)).toEqual(expected)
+        const everything = yield* Stream.runCollect(operator.exportDisclosures({ organizationId: org }))
+        expect(Chunk.toReadonlyArray(everything).map((line) => line.encounter_id)).toEqual(
+          expect.arrayContaining(["enc_1", "enc_2", "enc_3", "enc_4"])
+        )
+        expect(Chunk.size(everything)).toBe(4)
+        const unknown = yield* Effect.either(Stream.runCollect(operator.exportDisclosures({ organizationId: unique("org_none") as OrganizationId })))
+        expect(Either.isLeft(unknown) && unknown.left._tag).toBe("UnknownOrganization")
+      })
+    )
+
+    it.effect("unavailable: a pool pointed at a closed port fails with StoreUnavailable, not a defect", () =>
+      Effect.gen(function* () {
+        const closedPort = yield* Effect.promise(
+          () =>
+            new Promise<number>((resolve) => {
+              // Bind a port, then free it: nothing listens there any more.
+              void import("node:net").then(({ createServer }) => {
+                const server = createServer()
+                server.listen(0, "127.0.0.1", () => {
+                  const address = server.address()
+                  server.close(() => resolve(typeof address === "object" && address !== null ? address.port : 1))
+                })
+              })
+            })
+        )
+        const unreachable = PostgresPortsLive.pipe(
+          Layer.provideMerge(PgClientLayer({ url: `postgres://postgres@127.0.0.1:${closedPort}/postgres`, connectTimeoutSeconds: 2 }))
+        )
+        const result = yield* Effect.flip(
+          Effect.flatMap(EncounterRepository, (repository) => repository.listForOrganization("org" as OrganizationId, query()))
+        ).pipe(Effect.provide(unreachable))
+        expect(result).toBeInstanceOf(StoreUnavailable)
+        const keyLookup = yield* Effect.flip(
+          Effect.flatMap(ApiKeyStore, (store) => store.findByDigest("0".repeat(64)))
+        ).pipe(Effect.provide(unreachable))
+        expect(keyLookup._tag).toBe("StoreUnavailable")
+        const unitOfWork = yield* Effect.flip(
+          Effect.flatMap(UnitOfWork, (uow) => uow.transactionally(Effect.void))
+        ).pipe(Effect.provide(unreachable))
+        expect(unitOfWork._tag).toBe("StoreUnavailable")
+      })
+    )
+  })
+}
