@@ -1,0 +1,3 @@
+export * from "./config.js"
+export * from "./delivery-worker.js"
+export * from "./endpoint-guard.js"
