@@ -1,0 +1,492 @@
+/**
+ * `pnpm bench`: the service (its real composition, `src/main.ts`: ServiceLive from the
+ * environment) and the floor server (floor-server.ts), each in its own process on the same
+ * PostgreSQL database, driven in turn by autocannon on loopback, route by route.
+ *
+ * The database (DATABASE_URL, default postgres://postgres@127.0.0.1:5432/clinical_bench) is
+ * created if missing, migrated, and loaded with the generated data set if it holds none yet
+ * (BENCH_ENCOUNTERS, default 1,000,000, across 20 organizations, org_gen_001 holding 40%).
+ * A fresh full-access key of org_gen_001 is issued for each run.
+ *
+ * Settings: BENCH_CONNECTIONS (8), BENCH_DURATION seconds per route and server (10),
+ * BENCH_WARMUP seconds (2), DATABASE_POOL_MAX (10, both servers), BENCH_SERVICE_PORT (18080),
+ * BENCH_FLOOR_PORT (18081), BENCH_ROUTES (comma-separated route keys, default all).
+ * Writes bench/results.json and the results and query plans into README.md's Performance section.
+ */
+import { type ChildProcess, spawn } from "node:child_process"
+import { readFileSync, writeFileSync } from "node:fs"
+import { cpus } from "node:os"
+import { dirname, resolve } from "node:path"
+import { fileURLToPath } from "node:url"
+import { isDeepStrictEqual } from "node:util"
+import type { OrganizationId } from "@clinical-api/domain"
+import {
+  apiKeyByDigestStatement,
+  defaultGenerateOptions,
+  disclosureInsertStatement,
+  documentByIdStatement,
+  documentSummariesStatement,
+  encounterByIdStatement,
+  encounterPageStatement,
+  finalTranscriptStatement,
+  generatedOrganizationId,
+  generateDataSet,
+  issueFullAccessKeys,
+  migrate,
+  organizationByIdStatement,
+  type Fragment,
+  makePgClient,
+  PgClient,
+  PgClientLayer,
+  type Sql
+} from "@clinical-api/storage-adapter"
+import autocannon from "autocannon"
+import { Effect, Exit, Redacted, Scope } from "effect"
+
+/** A raw postgres.js pool (the storage adapter's), closed with its scope. */
+const openPool = async (url: string, maxConnections: number) => {
+  const scope = Effect.runSync(Scope.make())
+  const client = await Effect.runPromise(makePgClient({ url, maxConnections }).pipe(Scope.extend(scope)))
+  return { sql: client.pool, close: () => Effect.runPromise(Scope.close(scope, Exit.void)) }
+}
+
+const here = dirname(fileURLToPath(import.meta.url))
+const root = resolve(here, "../../..")
+
+const number = (name: string, fallback: number) => {
+  const text = process.env[name]
+  const value = text === undefined || text === "" ? fallback : Number(text)
+  if (!Number.isFinite(value) || value < 0) throw new Error(`${name} must be a non-negative number`)
+  return value
+}
+
+const databaseUrl = process.env["DATABASE_URL"] || "postgres://postgres@127.0.0.1:5432/clinical_bench"
+const connections = number("BENCH_CONNECTIONS", 8)
+const duration = number("BENCH_DURATION", 10)
+const warmup = number("BENCH_WARMUP", 2)
+const poolMax = number("DATABASE_POOL_MAX", 10)
+const encounterCount = number("BENCH_ENCOUNTERS", defaultGenerateOptions.encounters)
+const servicePort = number("BENCH_SERVICE_PORT", 18080)
+const floorPort = number("BENCH_FLOOR_PORT", 18081)
+const digestKey = "bench-digest-key-not-for-production"
+const mediaSigningKey = "bench-media-signing-key"
+const serviceBase = `http://127.0.0.1:${servicePort}`
+const floorBase = `http://127.0.0.1:${floorPort}`
+const bigOrganization = generatedOrganizationId(1)
+
+const log = (line: string) => process.stderr.write(`${line}\n`)
+
+/** CREATE DATABASE when it does not exist, through the server's `postgres` database. */
+const ensureDatabase = async () => {
+  const url = new URL(databaseUrl)
+  const name = decodeURIComponent(url.pathname.slice(1))
+  url.pathname = "/postgres"
+  const admin = await openPool(url.toString(), 1)
+  try {
+    const found = await admin.sql`SELECT 1 FROM pg_database WHERE datname = ${name}`
+    if (found.length === 0) {
+      log(`creating database ${name}`)
+      await admin.sql.unsafe(`CREATE DATABASE "${name.replaceAll("\"", "\"\"")}"`)
+    }
+  } finally {
+    await admin.close()
+  }
+}
+
+/** Migrates, generates the data set when absent, and issues this run's key. */
+const prepareData = () =>
+  Effect.gen(function*() {
+    yield* migrate()
+    const client = yield* PgClient
+    const present = yield* client.run("bench.present", (sql) =>
+      sql`SELECT 1 FROM organizations WHERE organization_id = ${bigOrganization}`)
+    if (present.length === 0) {
+      log(`generating ${encounterCount} encounters (once; later runs reuse them)`)
+      const report = yield* generateDataSet({
+        ...defaultGenerateOptions,
+        encounters: encounterCount,
+        digestKey: Redacted.make(digestKey),
+        environment: "test",
+        onProgress: log
+      })
+      log(`generated in ${report.seconds.toFixed(1)} s`)
+    }
+    const [key] = yield* issueFullAccessKeys([bigOrganization], Redacted.make(digestKey), "test", "bench")
+    if (key === undefined) return yield* Effect.die(new Error("no key issued"))
+    return key.token
+  }).pipe(Effect.provide(PgClientLayer({ url: databaseUrl, maxConnections: 2 })))
+
+interface Samples {
+  readonly encounters: ReadonlyArray<string>
+  readonly documents: ReadonlyArray<readonly [string, string]>
+  readonly transcripts: ReadonlyArray<readonly [string, string]>
+  readonly recordings: ReadonlyArray<readonly [string, string]>
+  readonly counts: Record<string, number>
+}
+
+/** Random clinical targets of the big organization, so that requests spread over the tables. */
+const sample = async (sql: Sql): Promise<Samples> => {
+  const encounters = await sql<Array<{ encounter_id: string }>>`
+    SELECT encounter_id FROM encounters TABLESAMPLE SYSTEM (2) REPEATABLE (7)
+    WHERE organization_id = ${bigOrganization} AND data_class = 'clinical' LIMIT 2000`
+  const pairs = (rows: ReadonlyArray<{ encounter_id: string; document_id: string }>) =>
+    rows.map((row) => [row.encounter_id, row.document_id] as const)
+  const documents = await sql<Array<{ encounter_id: string; document_id: string }>>`
+    SELECT d.encounter_id, d.document_id FROM documents d
+    WHERE d.encounter_id = ANY(${sql.array(encounters.map((row) => row.encounter_id))})
+      AND d.schema_type IN ('document', 'ambient_transcript')`
+  const transcripts = await sql<Array<{ encounter_id: string; document_id: string }>>`
+    SELECT d.encounter_id, d.document_id FROM transcripts t TABLESAMPLE SYSTEM (20) REPEATABLE (7)
+    JOIN documents d USING (document_id) JOIN encounters e USING (encounter_id)
+    WHERE e.organization_id = ${bigOrganization} AND e.data_class = 'clinical' LIMIT 1000`
+  const recordings = await sql<Array<{ encounter_id: string; document_id: string }>>`
+    SELECT d.encounter_id, d.document_id FROM recordings r TABLESAMPLE SYSTEM (20) REPEATABLE (7)
+    JOIN documents d USING (document_id) JOIN encounters e USING (encounter_id)
+    WHERE e.organization_id = ${bigOrganization} AND e.data_class = 'clinical' LIMIT 1000`
+  const [counts] = await sql<Array<Record<string, number>>>`
+    SELECT (SELECT count(*)::int FROM encounters) AS encounters,
+           (SELECT count(*)::int FROM encounters WHERE organization_id = ${bigOrganization}) AS big_organization_encounters,
+           (SELECT count(*)::int FROM documents) AS documents,
+           (SELECT count(*)::int FROM transcript_turns) AS transcript_turns,
+           (SELECT count(*)::int FROM recordings) AS recordings,
+           (SELECT count(*)::int FROM disclosure_events) AS disclosure_events_before`
+  return {
+    encounters: encounters.map((row) => row.encounter_id),
+    documents: pairs(documents),
+    transcripts: pairs(transcripts),
+    recordings: pairs(recordings),
+    counts: counts ?? {}
+  }
+}
+
+const offsetRange = { startAt: "2024-01-01T00:00:00.000Z", endAt: "2025-01-01T00:00:00.000Z" }
+
+interface BenchRoute {
+  readonly key: string
+  readonly label: string
+  readonly detail: boolean
+  readonly paths: ReadonlyArray<string>
+}
+
+const routesOf = (samples: Samples): ReadonlyArray<BenchRoute> => {
+  const documentPath = ([encounter, document]: readonly [string, string]) =>
+    `/external/v1/encounters/${encounter}/documents/${document}`
+  return [
+    { key: "list", label: "list, first page", detail: false, paths: ["/external/v1/encounters"] },
+    {
+      key: "list-offset",
+      label: "list, offset 10,000, date range",
+      detail: false,
+      paths: [`/external/v1/encounters?offset=10000&start_at=${offsetRange.startAt}&end_at=${offsetRange.endAt}`]
+    },
+    { key: "list-100", label: "list, limit 100", detail: false, paths: ["/external/v1/encounters?limit=100"] },
+    {
+      key: "encounter",
+      label: "encounter detail",
+      detail: true,
+      paths: samples.encounters.map((id) => `/external/v1/encounters/${id}`)
+    },
+    { key: "document", label: "document", detail: true, paths: samples.documents.map(documentPath) },
+    {
+      key: "transcript",
+      label: "transcript",
+      detail: true,
+      paths: samples.transcripts.map((pair) => `${documentPath(pair)}/transcript`)
+    },
+    {
+      key: "audio",
+      label: "audio URL",
+      detail: true,
+      paths: samples.recordings.map((pair) => `${documentPath(pair)}/audio`)
+    }
+  ]
+}
+
+const startProcess = (name: string, script: string, env: Record<string, string>): ChildProcess => {
+  const child = spawn(process.execPath, ["--import", "tsx", script], {
+    cwd: root,
+    env: { ...process.env, ...env },
+    stdio: ["ignore", "ignore", "pipe"]
+  })
+  let tail = ""
+  child.stderr?.on("data", (chunk: Buffer) => {
+    tail = (tail + chunk.toString("utf8")).slice(-4000)
+  })
+  child.on("exit", (code, signal) => {
+    if (code !== 0 && signal === null) log(`${name} exited with ${code}:\n${tail}`)
+  })
+  return child
+}
+
+const waitUntilUp = async (url: string, token: string) => {
+  const deadline = Date.now() + 60_000
+  while (Date.now() < deadline) {
+    try {
+      const response = await fetch(url, { headers: { authorization: `Bearer ${token}` } })
+      if (response.ok) return
+    } catch {
+      // not listening yet
+    }
+    await new Promise((done) => setTimeout(done, 250))
+  }
+  throw new Error(`${url} did not answer within 60 s`)
+}
+
+const get = async (base: string, path: string, token: string) => {
+  const response = await fetch(base + path, { headers: { authorization: `Bearer ${token}` } })
+  return { status: response.status, body: (await response.json()) as unknown }
+}
+
+/** The signed audio URL differs by its signature time; everything else must be equal. */
+const comparable = (body: unknown): unknown =>
+  typeof body === "object" && body !== null && "audio_url" in body
+    ? { ...body, audio_url: String(body.audio_url).replace(/\/media\/.*$/, "/media/…"), expires_at: "…" }
+    : body
+
+const checkSameAnswers = async (routes: ReadonlyArray<BenchRoute>, token: string) => {
+  for (const route of routes) {
+    const path = route.paths[0]
+    if (path === undefined) throw new Error(`no sample for ${route.label}`)
+    const service = await get(serviceBase, path, token)
+    const floor = await get(floorBase, path, token)
+    if (service.status !== 200) throw new Error(`service answered ${service.status} on ${path}: ${JSON.stringify(service.body)}`)
+    if (!isDeepStrictEqual(comparable(service.body), comparable(floor.body))) {
+      throw new Error(`the floor's answer differs from the service's on ${path}:\n${JSON.stringify(service.body).slice(0, 800)}\n${JSON.stringify(floor.body).slice(0, 800)}`)
+    }
+  }
+  log("the floor answers exactly as the service does on every route")
+}
+
+interface Figures {
+  readonly requestsPerSecond: number
+  readonly p50Ms: number
+  readonly p99Ms: number
+  readonly requests: number
+  readonly non2xx: number
+  readonly errors: number
+}
+
+const drive = (base: string, route: BenchRoute, token: string, seconds: number): Promise<Figures> => {
+  let next = 0
+  return new Promise((done, fail) => {
+    autocannon(
+      {
+        url: base,
+        connections,
+        duration: seconds,
+        headers: { authorization: `Bearer ${token}` },
+        requests: [{
+          setupRequest: (request) => {
+            const path = route.paths[next++ % route.paths.length] ?? "/"
+            return { ...request, path }
+          }
+        }]
+      },
+      (error, result) => {
+        if (error !== null && error !== undefined) return fail(error)
+        done({
+          requestsPerSecond: result.requests.average,
+          p50Ms: result.latency.p50,
+          p99Ms: result.latency.p99,
+          requests: result.requests.total,
+          non2xx: result.non2xx,
+          errors: result.errors + result.timeouts
+        })
+      }
+    )
+  })
+}
+
+/** Resident set of a process, in MB, from /proc (VmRSS now, VmHWM its peak since start). */
+const memoryOf = (pid: number) => {
+  const status = readFileSync(`/proc/${pid}/status`, "utf8")
+  const field = (name: string) => Number(new RegExp(`${name}:\\s+(\\d+) kB`).exec(status)?.[1] ?? "0") / 1024
+  return { rssMb: field("VmRSS"), peakMb: field("VmHWM") }
+}
+
+/** EXPLAIN (ANALYZE, BUFFERS) of every statement of the routes, in a transaction rolled back. */
+const explainAll = async (sql: Sql, samples: Samples, tokenDigest: string) => {
+  const plans: Array<{ name: string; plan: string }> = []
+  const rollback = new Error("rollback")
+  const [encounter] = samples.encounters
+  const [document] = samples.documents
+  const [transcript] = samples.transcripts
+  const organization = bigOrganization as OrganizationId
+  const listQuery = { limit: 50, offset: 0, sortOrder: "desc" as const, startAt: null, endAt: null }
+  await sql.begin(async (tx) => {
+    const txSql = tx as unknown as Sql
+    const explain = async (name: string, statement: Fragment) => {
+      const rows = await txSql<Array<{ "QUERY PLAN": string }>>`EXPLAIN (ANALYZE, BUFFERS) ${statement}`
+      plans.push({ name, plan: rows.map((row) => row["QUERY PLAN"]).join("\n") })
+    }
+    await explain("key lookup by digest", apiKeyByDigestStatement(txSql, tokenDigest))
+    await explain("organization", organizationByIdStatement(txSql, organization))
+    await explain("list, first page (page + exact total)", encounterPageStatement(txSql, organization, listQuery))
+    await explain(
+      "list, offset 10,000, date range",
+      encounterPageStatement(txSql, organization, {
+        ...listQuery,
+        offset: 10_000,
+        startAt: new Date(offsetRange.startAt),
+        endAt: new Date(offsetRange.endAt)
+      })
+    )
+    await explain("list, limit 100", encounterPageStatement(txSql, organization, { ...listQuery, limit: 100 }))
+    await explain("documents of a page (50 encounters)", documentSummariesStatement(txSql, samples.encounters.slice(0, 50)))
+    if (encounter !== undefined) await explain("encounter by id", encounterByIdStatement(txSql, encounter))
+    if (document !== undefined) await explain("document by id", documentByIdStatement(txSql, document[1]))
+    if (transcript !== undefined) await explain("final transcript", finalTranscriptStatement(txSql, transcript[1]))
+    const now = new Date()
+    await explain(
+      "disclosure insert (50 events)",
+      disclosureInsertStatement(
+        txSql,
+        samples.encounters.slice(0, 50).map((id, index) => ({
+          eventId: `dsc_explain_${index}`,
+          occurredAt: now,
+          organizationId: organization,
+          apiKeyId: "key_explain",
+          operationId: "listPublicEncounters",
+          encounterId: id,
+          documentId: null,
+          patientId: null,
+          requestId: "req_explain"
+        } as unknown as Parameters<typeof disclosureInsertStatement>[1][number]))
+      )
+    )
+    throw rollback
+  }).catch((error: unknown) => {
+    if (error !== rollback) throw error
+  })
+  return plans
+}
+
+const replaceBetween = (text: string, marker: string, content: string) => {
+  const start = `<!-- bench:${marker}:start -->`
+  const end = `<!-- bench:${marker}:end -->`
+  const from = text.indexOf(start)
+  const to = text.indexOf(end)
+  if (from === -1 || to === -1) return text
+  return `${text.slice(0, from + start.length)}\n${content}\n${text.slice(to)}`
+}
+
+const round = (value: number, digits = 1) => Math.round(value * 10 ** digits) / 10 ** digits
+
+const main = async () => {
+  await ensureDatabase()
+  const token = await Effect.runPromise(prepareData())
+  const database = await openPool(databaseUrl, 2)
+  const sql = database.sql
+  const samples = await sample(sql)
+  const only = (process.env["BENCH_ROUTES"] ?? "").split(",").filter((key) => key !== "")
+  const routes = routesOf(samples).filter((route) => only.length === 0 || only.includes(route.key))
+  log(`data: ${JSON.stringify(samples.counts)}`)
+
+  const shared = {
+    DATABASE_URL: databaseUrl,
+    DATABASE_POOL_MAX: String(poolMax),
+    API_KEY_DIGEST_KEY: digestKey,
+    MEDIA_SIGNING_KEY: mediaSigningKey,
+    MEDIA_BASE_URL: serviceBase,
+    HOST: "127.0.0.1"
+  }
+  const service = startProcess("service", "packages/http-adapter/src/main.ts", { ...shared, PORT: String(servicePort) })
+  const floor = startProcess("floor", "packages/http-adapter/bench/floor-server.ts", { ...shared, PORT: String(floorPort) })
+  const results: Array<Record<string, unknown>> = []
+  let peakRssMb = 0
+  try {
+    await waitUntilUp(`${serviceBase}/external/v1/encounters?limit=1`, token)
+    await waitUntilUp(`${floorBase}/external/v1/encounters?limit=1`, token)
+    await checkSameAnswers(routes, token)
+    const sampler = setInterval(() => {
+      if (service.pid !== undefined) peakRssMb = Math.max(peakRssMb, memoryOf(service.pid).rssMb)
+    }, 200)
+    try {
+      for (const route of routes) {
+        const figures: Record<string, Figures> = {}
+        for (const [name, base] of [["service", serviceBase], ["floor", floorBase]] as const) {
+          if (warmup > 0) await drive(base, route, token, warmup)
+          figures[name] = await drive(base, route, token, duration)
+        }
+        const s = figures["service"]
+        const f = figures["floor"]
+        if (s === undefined || f === undefined) continue
+        const ratio = f.requestsPerSecond === 0 ? 0 : s.requestsPerSecond / f.requestsPerSecond
+        log(
+          `${route.label.padEnd(34)} service ${s.requestsPerSecond.toFixed(0).padStart(6)} req/s ` +
+            `p50 ${String(s.p50Ms).padStart(4)} ms p99 ${String(s.p99Ms).padStart(4)} ms | floor ` +
+            `${f.requestsPerSecond.toFixed(0).padStart(6)} req/s p50 ${String(f.p50Ms).padStart(4)} ms ` +
+            `p99 ${String(f.p99Ms).padStart(4)} ms | ratio ${ratio.toFixed(2)}` +
+            (s.non2xx + s.errors + f.non2xx + f.errors > 0
+              ? ` (non-2xx/errors: service ${s.non2xx}/${s.errors}, floor ${f.non2xx}/${f.errors})`
+              : "")
+        )
+        results.push({ route: route.key, label: route.label, detail: route.detail, service: s, floor: f, ratio: round(ratio, 2) })
+      }
+    } finally {
+      clearInterval(sampler)
+    }
+    if (service.pid !== undefined) peakRssMb = Math.max(peakRssMb, memoryOf(service.pid).peakMb)
+  } finally {
+    service.kill("SIGTERM")
+    floor.kill("SIGTERM")
+  }
+  log(`service peak RSS: ${peakRssMb.toFixed(0)} MB`)
+
+  const byKey = (key: string) => results.find((result) => result.route === key)
+  const p99Of = (key: string) => (byKey(key)?.["service"] as Figures | undefined)?.p99Ms
+  const targets = {
+    everyRouteAtLeast0_8xFloor: results.every((result) => Number(result["ratio"]) >= 0.8),
+    detailRoutesAtLeast1_5xFloor: results.filter((result) => result["detail"] === true).every((result) => Number(result["ratio"]) >= 1.5),
+    listOffset10000P99Under50Ms: (p99Of("list-offset") ?? Infinity) < 50,
+    encounterDetailP99Under10Ms: (p99Of("encounter") ?? Infinity) < 10,
+    serviceRssUnder300Mb: peakRssMb < 300
+  }
+  const digest = await sql<Array<{ digest: string }>>`SELECT digest FROM api_keys WHERE label = 'bench' ORDER BY created_at DESC LIMIT 1`
+  const plans = await explainAll(sql, samples, digest[0]?.digest ?? "")
+  const [version] = await sql<Array<{ server_version: string }>>`SHOW server_version`
+  await database.close()
+
+  const report = {
+    at: new Date().toISOString(),
+    machine: { cpus: cpus().length, cpuModel: cpus()[0]?.model ?? "unknown", node: process.version, postgres: version?.server_version },
+    data: samples.counts,
+    settings: { connections, durationSeconds: duration, warmupSeconds: warmup, poolMax },
+    routes: results,
+    serviceRss: { peakMb: round(peakRssMb) },
+    targets
+  }
+  writeFileSync(resolve(here, "results.json"), `${JSON.stringify(report, null, 2)}\n`)
+
+  const table = [
+    `Measured ${report.at.slice(0, 10)} on ${report.machine.cpus} × ${report.machine.cpuModel}, Node ${report.machine.node}, ` +
+      `PostgreSQL ${report.machine.postgres}; ${samples.counts["encounters"]} encounters ` +
+      `(${samples.counts["big_organization_encounters"]} in ${bigOrganization}, the one measured), ` +
+      `${connections} connections, ${duration} s per route and server after ${warmup} s of warm-up, pool ${poolMax}.`,
+    "",
+    "| Route | Service req/s | p50 ms | p99 ms | Floor req/s | p50 ms | p99 ms | Service / floor |",
+    "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ...results.map((result) => {
+      const s = result["service"] as Figures
+      const f = result["floor"] as Figures
+      return `| ${String(result["label"])} | ${s.requestsPerSecond.toFixed(0)} | ${s.p50Ms} | ${s.p99Ms} | ` +
+        `${f.requestsPerSecond.toFixed(0)} | ${f.p50Ms} | ${f.p99Ms} | ${Number(result["ratio"]).toFixed(2)} |`
+    }),
+    "",
+    `Service peak RSS under load: ${peakRssMb.toFixed(0)} MB.`,
+    "",
+    "| Target | Met |",
+    "|---|---|",
+    ...Object.entries(targets).map(([name, met]) => `| ${name} | ${met ? "yes" : "no"} |`)
+  ].join("\n")
+  const explained = plans.map((entry) => `${entry.name}:\n\n\`\`\`\n${entry.plan}\n\`\`\``).join("\n\n")
+  const readmePath = resolve(root, "README.md")
+  const readme = readFileSync(readmePath, "utf8")
+  writeFileSync(readmePath, replaceBetween(replaceBetween(readme, "results", table), "plans", explained))
+  log(`wrote ${resolve(here, "results.json")} and README.md's Performance section`)
+}
+
+main().catch((error: unknown) => {
+  log(error instanceof Error ? error.stack ?? error.message : String(error))
+  process.exit(1)
+})

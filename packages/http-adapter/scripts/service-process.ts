@@ -1,0 +1,209 @@
+import { type ChildProcess, spawn } from "node:child_process"
+import { readdirSync, readFileSync, readlinkSync } from "node:fs"
+import { fileURLToPath } from "node:url"
+import { makePgClient, type Sql } from "@clinical-api/storage-adapter"
+import { serverDatabases } from "@clinical-api/storage-adapter/testing"
+import { Effect, Exit, Scope } from "effect"
+
+/**
+ * The service and its operator CLI as real child processes (`pnpm start` and `pnpm cli`
+ * without pnpm in between, so the child's pid is the service's own), and fresh databases on a
+ * PostgreSQL server. Used by the soak (`pnpm soak`) and by the process-level tests.
+ */
+export const repositoryRoot = fileURLToPath(new URL("../../../", import.meta.url))
+const serviceEntry = fileURLToPath(new URL("../src/main.ts", import.meta.url))
+const cliEntry = fileURLToPath(new URL("../src/cli/main.ts", import.meta.url))
+export const sandboxFixtureFile = fileURLToPath(new URL("../../storage-adapter/fixtures/sandbox.fixture.json", import.meta.url))
+
+/** Environment of a child: this process's, minus every setting the service reads, plus `env`. */
+const childEnvironment = (env: Readonly<Record<string, string>>): NodeJS.ProcessEnv => {
+  const base: NodeJS.ProcessEnv = { ...process.env }
+  for (const name of [
+    "PORT", "HOST", "DATABASE_URL", "DATABASE_POOL_MAX", "PGLITE_DATA_DIR", "FIXTURE_FILE", "PUBLIC_API_ENVIRONMENT",
+    "API_KEY_DIGEST_KEY", "API_KEYS_ENABLED", "AUDIO_URL_TTL_SECONDS", "AUDIO_STORAGE", "MEDIA_BASE_URL", "MEDIA_SIGNING_KEY"
+  ]) delete base[name]
+  return { ...base, ...env }
+}
+
+export interface FreshDatabase {
+  readonly url: string
+  readonly name: string
+  /** Client connections to this database right now (pg_stat_activity, the admin connection excluded). */
+  readonly connectionCount: () => Promise<number>
+  /** Runs a query on the database itself (one extra connection, opened on first use). */
+  readonly query: <A>(statement: (sql: Sql) => Promise<A>) => Promise<A>
+  readonly drop: () => Promise<void>
+}
+
+/** A new empty database on the server `adminUrl` names; `drop` removes it (connections forced out). */
+export const createFreshDatabase = async (adminUrl: string): Promise<FreshDatabase> => {
+  const scope = Effect.runSync(Scope.make())
+  const database = await Effect.runPromise(Scope.extend(serverDatabases(adminUrl).fresh, scope))
+  const admin = await Effect.runPromise(Scope.extend(makePgClient({ url: adminUrl, maxConnections: 1 }), scope))
+  const name = new URL(database.url).pathname.slice(1)
+  let own: Promise<Effect.Effect.Success<ReturnType<typeof makePgClient>>> | undefined
+  return {
+    url: database.url,
+    name,
+    connectionCount: () =>
+      Effect.runPromise(admin.run("soak.connections", (sql) => sql<Array<{ count: number }>>`
+        SELECT count(*)::int AS count FROM pg_stat_activity WHERE datname = ${name} AND pid <> pg_backend_pid()`))
+        .then((rows) => rows[0]?.count ?? 0),
+    query: async (statement) => {
+      own ??= Effect.runPromise(Scope.extend(makePgClient({ url: database.url, maxConnections: 1 }), scope))
+      const client = await own
+      return Effect.runPromise(client.run("test.query", statement))
+    },
+    drop: () => Effect.runPromise(Scope.close(scope, Exit.void))
+  }
+}
+
+export interface CliResult {
+  readonly code: number | null
+  readonly stdout: string
+  readonly stderr: string
+}
+
+/** `pnpm -s cli <args>` with `env`. */
+export const runCli = (args: ReadonlyArray<string>, env: Readonly<Record<string, string>>): Promise<CliResult> =>
+  new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ["--import", "tsx", cliEntry, ...args], {
+      cwd: repositoryRoot,
+      env: childEnvironment(env),
+      stdio: ["ignore", "pipe", "pipe"]
+    })
+    let stdout = ""
+    let stderr = ""
+    child.stdout.on("data", (chunk: Buffer) => (stdout += chunk.toString("utf8")))
+    child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString("utf8")))
+    child.once("error", reject)
+    child.once("exit", (code) => resolve({ code, stdout, stderr }))
+  })
+
+/** Migrates the database and loads a fixture into it through the operator CLI, as an operator would. */
+export const loadFixtureWithCli = async (env: Readonly<Record<string, string>>, fixtureFile = sandboxFixtureFile) => {
+  for (const args of [["migrate"], ["fixtures", "load", fixtureFile]]) {
+    const result = await runCli(args, env)
+    if (result.code !== 0) throw new Error(`pnpm cli ${args.join(" ")} failed (${result.code}):\n${result.stderr}${result.stdout}`)
+  }
+}
+
+export interface ServiceProcess {
+  readonly child: ChildProcess
+  readonly pid: number
+  readonly baseUrl: string
+  /** Request-log lines written on stdout so far. */
+  readonly logLineCount: () => number
+  /** Everything written on stderr so far. */
+  readonly stderr: () => string
+  /** SIGTERM, then the exit code (SIGKILL after `graceMs`). */
+  readonly stop: (graceMs?: number) => Promise<number | null>
+}
+
+export interface ExitedProcess {
+  readonly code: number | null
+  readonly stdout: string
+  readonly stderr: string
+}
+
+/**
+ * Starts `pnpm start` (the service's main module) with `env` (PORT defaults to 0) and resolves
+ * once the banner names its URL; rejects with its output if it exits first or is not up
+ * within `startTimeoutMs`.
+ */
+export const startServiceProcess = (
+  env: Readonly<Record<string, string>>,
+  startTimeoutMs = 60_000
+): Promise<ServiceProcess> =>
+  new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ["--import", "tsx", serviceEntry], {
+      cwd: repositoryRoot,
+      env: childEnvironment({ PORT: "0", ...env }),
+      stdio: ["ignore", "pipe", "pipe"]
+    })
+    let stderr = ""
+    let logLines = 0
+    let settled = false
+    const exited = new Promise<number | null>((done) => child.once("exit", (code) => done(code)))
+    child.stdout.on("data", (chunk: Buffer) => {
+      for (const byte of chunk) if (byte === 0x0a) logLines++
+    })
+    const timer = setTimeout(() => {
+      if (settled) return
+      settled = true
+      child.kill("SIGKILL")
+      reject(new Error(`the service did not start within ${startTimeoutMs} ms:\n${stderr}`))
+    }, startTimeoutMs)
+    child.stderr.on("data", (chunk: Buffer) => {
+      stderr += chunk.toString("utf8")
+      const match = /listening on (http:\/\/[^\s]+)/.exec(stderr)
+      if (match?.[1] !== undefined && !settled && child.pid !== undefined) {
+        settled = true
+        clearTimeout(timer)
+        const pid = child.pid
+        resolve({
+          child,
+          pid,
+          baseUrl: match[1],
+          logLineCount: () => logLines,
+          stderr: () => stderr,
+          stop: async (graceMs = 15_000) => {
+            if (child.exitCode !== null || child.signalCode !== null) return child.exitCode
+            child.kill("SIGTERM")
+            const killer = setTimeout(() => child.kill("SIGKILL"), graceMs)
+            const code = await exited
+            clearTimeout(killer)
+            return code
+          }
+        })
+      }
+    })
+    child.once("exit", (code) => {
+      if (settled) return
+      settled = true
+      clearTimeout(timer)
+      reject(new Error(`the service exited (${code}) before it listened:\n${stderr}`))
+    })
+  })
+
+/** Runs the service's main module to its exit (for start-up refusals). */
+export const runServiceToExit = (env: Readonly<Record<string, string>>, timeoutMs = 60_000): Promise<ExitedProcess> =>
+  new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ["--import", "tsx", serviceEntry], {
+      cwd: repositoryRoot,
+      env: childEnvironment({ PORT: "0", ...env }),
+      stdio: ["ignore", "pipe", "pipe"]
+    })
+    let stdout = ""
+    let stderr = ""
+    child.stdout.on("data", (chunk: Buffer) => (stdout += chunk.toString("utf8")))
+    child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString("utf8")))
+    const timer = setTimeout(() => {
+      child.kill("SIGKILL")
+      reject(new Error(`the service was still running after ${timeoutMs} ms:\n${stderr}`))
+    }, timeoutMs)
+    child.once("exit", (code) => {
+      clearTimeout(timer)
+      resolve({ code, stdout, stderr })
+    })
+  })
+
+/** Resident set size of a process, in bytes (Linux /proc). */
+export const residentBytes = (pid: number): number => {
+  const status = readFileSync(`/proc/${pid}/status`, "utf8")
+  const match = /^VmRSS:\s+(\d+)\s+kB/m.exec(status)
+  return match?.[1] === undefined ? Number.NaN : Number(match[1]) * 1024
+}
+
+/** Open sockets of a process (its file descriptors that are sockets; Linux /proc). */
+export const openSocketCount = (pid: number): number => {
+  let sockets = 0
+  for (const fd of readdirSync(`/proc/${pid}/fd`)) {
+    try {
+      if (readlinkSync(`/proc/${pid}/fd/${fd}`).startsWith("socket:")) sockets++
+    } catch {
+      // closed between the listing and the read
+    }
+  }
+  return sockets
+}

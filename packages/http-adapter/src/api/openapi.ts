@@ -1,0 +1,188 @@
+import { WEBHOOK_API_VERSION, WebhookHeaders } from "@clinical-api/domain"
+
+/**
+ * The one place the generated OpenAPI document is finished (installed as the `HttpApi`'s
+ * `OpenApi.Transform`, so `/openapi.json`, `/docs` and the snapshot all see the same
+ * document). It adds what `HttpApi` cannot express without the platform pitfalls the
+ * adapter avoids (the bearer scheme without `HttpApiSecurity`, the list query without a
+ * `urlParams` struct), removes the platform's default `HttpApiDecodeError` (it never reaches
+ * the wire), and adds the webhook.
+ */
+
+type JsonObject = { [key: string]: unknown }
+
+const isObject = (value: unknown): value is JsonObject =>
+  typeof value === "object" && value !== null && !Array.isArray(value)
+
+const objectAt = (value: unknown, path: string): JsonObject => {
+  if (!isObject(value)) throw new Error(`OpenAPI document: expected an object at ${path}`)
+  return value
+}
+
+export const BEARER_SCHEME = "bearerAuth"
+
+const PLATFORM_DECODE_ERROR_SCHEMAS = ["HttpApiDecodeError", "Issue", "PropertyKey"]
+const DECODE_ERROR_REF = "#/components/schemas/HttpApiDecodeError"
+
+const listQueryParameters = [
+  {
+    name: "limit",
+    in: "query",
+    required: false,
+    description: "Page size, 1..100, canonical decimal text. Invalid: 422 `invalid_limit`.",
+    schema: { type: "integer", minimum: 1, maximum: 100, default: 50 }
+  },
+  {
+    name: "offset",
+    in: "query",
+    required: false,
+    description: "Zero-based offset, 0..10000, canonical decimal text. Invalid: 422 `invalid_offset`.",
+    schema: { type: "integer", minimum: 0, maximum: 10000, default: 0 }
+  },
+  {
+    name: "sort_order",
+    in: "query",
+    required: false,
+    description: "Direction of `created_at` (ties by `encounter_id`). Invalid: 422 `invalid_sort`.",
+    schema: { type: "string", enum: ["asc", "desc"], default: "desc" }
+  },
+  {
+    name: "start_at",
+    in: "query",
+    required: false,
+    description:
+      "Inclusive lower bound on `created_at`: RFC 3339 date-time with an explicit offset. Invalid: 422 `invalid_query` (field `start_at`); also when not earlier than `end_at`.",
+    schema: { type: "string", format: "date-time" }
+  },
+  {
+    name: "end_at",
+    in: "query",
+    required: false,
+    description:
+      "Exclusive upper bound on `created_at`: RFC 3339 date-time with an explicit offset. Invalid: 422 `invalid_query` (field `end_at`).",
+    schema: { type: "string", format: "date-time" }
+  }
+]
+
+const webhookHeaderDocs: ReadonlyArray<readonly [string, string]> = [
+  [WebhookHeaders.eventId, "Equals body `id`. The business idempotency key: deduplicate by it."],
+  [WebhookHeaders.deliveryId, "Stable for one event and endpoint delivery, reused across retries. Debug metadata only."],
+  [WebhookHeaders.timestamp, "Decimal Unix epoch seconds; the signing timestamp (not necessarily `occurred_at`)."],
+  [WebhookHeaders.signature, "`v1=` followed by the hex HMAC-SHA256 of `<Service-Timestamp>.<raw body>` keyed with the endpoint signing secret."],
+  [WebhookHeaders.version, `Equals body \`api_version\`. Current value \`${WEBHOOK_API_VERSION}\`.`]
+]
+
+const transcriptReadyWebhook = {
+  post: {
+    operationId: "recordingTranscriptReady",
+    summary: "recording.transcript_ready",
+    description: `Planned, not generally available (\`planned_not_generally_available\`): by default no delivery is sent.
+
+A thin pointer: a recording transcript is ready. The body holds no transcript, patient, audio
+URL or secret; fetch the data through the REST routes. Verify the signature over the exact raw
+body bytes, reject timestamps more than 300 seconds from your clock, and reject when
+\`Service-Event-Id\` differs from body \`id\` or \`Service-Webhook-Version\` from body
+\`api_version\`. Delivery is at least once: deduplicate by \`Service-Event-Id\`.`,
+    parameters: webhookHeaderDocs.map(([name, description]) => ({
+      name,
+      in: "header",
+      required: true,
+      description,
+      schema: { type: "string", minLength: 1 }
+    })),
+    requestBody: {
+      required: true,
+      content: { "application/json": { schema: { $ref: "#/components/schemas/RecordingTranscriptReadyEvent" } } }
+    },
+    responses: {
+      "2XX": { description: "Success; no acknowledgement body is required." },
+      default: {
+        description:
+          "Connection errors, time-outs, 408, 409, 425, 429 and 5xx are retried; 1xx, 3xx and other 4xx are terminal."
+      }
+    },
+    security: []
+  }
+}
+
+/** Ids are opaque: the generated "a string at least 1 character(s) long" says too much and too little. */
+const describeOpaqueIds = (node: unknown): void => {
+  if (Array.isArray(node)) {
+    node.forEach(describeOpaqueIds)
+    return
+  }
+  if (!isObject(node)) return
+  if (node.title === "minLength(1)") {
+    delete node.title
+    node.description = "Opaque identifier: nothing may be inferred from its content."
+  }
+  Object.values(node).forEach(describeOpaqueIds)
+}
+
+const finishErrorResponses = (operationPath: string, operation: JsonObject): void => {
+  const responses = objectAt(operation.responses, `${operationPath}.responses`)
+  for (const [status, response] of Object.entries(responses)) {
+    if (!status.startsWith("4") && !status.startsWith("5")) continue
+    const media = objectAt(objectAt(objectAt(response, status).content, status)["application/json"], status)
+    const schema = objectAt(media.schema, status)
+    if (Array.isArray(schema.anyOf)) {
+      const members = schema.anyOf.filter((member) => !(isObject(member) && member.$ref === DECODE_ERROR_REF))
+      media.schema = members.length === 1 ? members[0] : { anyOf: members }
+    }
+    const finished = objectAt(media.schema, status)
+    if (typeof finished.description === "string") objectAt(response, status).description = finished.description
+  }
+}
+
+const discriminateDocumentDetail = (schemas: JsonObject): void => {
+  const detail = objectAt(objectAt(schemas.PublicDocumentDetailResponse, "PublicDocumentDetailResponse").properties, "properties")
+  const document = objectAt(detail.document, "document")
+  if (!Array.isArray(document.anyOf)) return
+  detail.document = {
+    oneOf: document.anyOf,
+    discriminator: {
+      propertyName: "schema_type",
+      mapping: {
+        document: "#/components/schemas/PublicClinicalDocument",
+        ambient_transcript: "#/components/schemas/PublicAmbientTranscriptMetadata"
+      }
+    }
+  }
+}
+
+export const finishOpenApiDocument = (spec: Record<string, unknown>): Record<string, unknown> => {
+  const document: JsonObject = structuredClone(spec)
+  const components = objectAt(document.components, "components")
+  const schemas = objectAt(components.schemas, "components.schemas")
+  for (const name of PLATFORM_DECODE_ERROR_SCHEMAS) delete schemas[name]
+
+  // The domain's Timestamp is a transformation; its encoded side is an RFC 3339 string.
+  schemas.Timestamp = {
+    type: "string",
+    format: "date-time",
+    description: "ISO 8601 date-time, written as UTC with milliseconds (2026-05-01T12:00:00.000Z)."
+  }
+  discriminateDocumentDetail(schemas)
+
+  components.securitySchemes = {
+    [BEARER_SCHEME]: {
+      type: "http",
+      scheme: "bearer",
+      bearerFormat: "API key: ce_live_ or ce_test_ followed by 36 base62 characters",
+      description: "Organization-scoped API key sent as `Authorization: Bearer <API_KEY>`; the scheme is case-insensitive."
+    }
+  }
+  document.security = [{ [BEARER_SCHEME]: [] }]
+
+  const paths = objectAt(document.paths, "paths")
+  for (const [path, item] of Object.entries(paths)) {
+    const operation = objectAt(objectAt(item, path).get, `${path}.get`)
+    operation.security = [{ [BEARER_SCHEME]: [] }]
+    if (operation.operationId === "listPublicEncounters") operation.parameters = listQueryParameters
+    finishErrorResponses(path, operation)
+  }
+
+  document.webhooks = { "recording.transcript_ready": transcriptReadyWebhook }
+  describeOpaqueIds(document)
+  return document
+}

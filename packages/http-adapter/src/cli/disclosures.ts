@@ -1,0 +1,54 @@
+import { OperatorStore } from "@clinical-api/storage-adapter"
+import { Command, Options } from "@effect/cli"
+import { Chunk, Console, Effect, Option, Stream } from "effect"
+import { parseInstant, parseOrganizationId } from "./arguments.js"
+import { onDatabase } from "./database.js"
+import { refuse } from "./failure.js"
+import { groupCommand } from "./group.js"
+
+const instantOption = (name: string, description: string) =>
+  Options.text(name).pipe(Options.optional, Options.withDescription(description))
+
+const exportCommand = Command.make(
+  "export",
+  {
+    organization: Options.text("organization").pipe(
+      Options.withDescription("The organization whose disclosures are exported (an unknown one is refused).")
+    ),
+    from: instantOption(
+      "from",
+      "Inclusive lower bound on occurred_at: an RFC 3339 date-time with offset. Default: the first event."
+    ),
+    to: instantOption("to", "Exclusive upper bound on occurred_at: an RFC 3339 date-time with offset. Default: now and later.")
+  },
+  (input) =>
+    Effect.gen(function* () {
+      const organizationId = yield* parseOrganizationId(input.organization, "--organization")
+      const from = Option.isSome(input.from) ? yield* parseInstant("--from", input.from.value) : null
+      const to = Option.isSome(input.to) ? yield* parseInstant("--to", input.to.value) : null
+      if (from !== null && to !== null && to.getTime() <= from.getTime()) {
+        return yield* refuse("--to must be later than --from (the range is [from, to))")
+      }
+      yield* onDatabase(
+        Effect.flatMap(OperatorStore, (store) =>
+          store.exportDisclosures({ organizationId, from, to }).pipe(
+            Stream.runForEachChunk((lines) =>
+              Chunk.isEmpty(lines)
+                ? Effect.void
+                : Console.log(Chunk.toReadonlyArray(lines).map((line) => JSON.stringify(line)).join("\n"))
+            )
+          )
+        )
+      )
+    })
+).pipe(
+  Command.withDescription(
+    "Export an organization's disclosure events (the accounting of disclosures) as JSON Lines on stdout, one object " +
+      "per event with event_id, occurred_at, organization_id, api_key_id, operation_id, encounter_id, document_id, " +
+      "patient_id, request_id; occurred_at in [--from, --to), in order of occurred_at then event_id."
+  )
+)
+
+export const disclosuresCommand = groupCommand("disclosures", "The accounting of disclosures.").pipe(
+  Command.withSubcommands([exportCommand])
+)

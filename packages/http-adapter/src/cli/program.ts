@@ -1,0 +1,17 @@
+import { Cause, Console, Effect } from "effect"
+import { describeCause } from "./failure.js"
+import { runCli } from "./root.js"
+
+/**
+ * The whole command line for one `argv` (as `process.argv`: runtime and script first):
+ * parse, run, and on failure print one `error: ...` line on stderr (@effect/cli prints its
+ * own argument errors, so those are not repeated). It fails exactly when the exit status
+ * must be non-zero. main.ts runs it with the Node context; tests run it in-process too.
+ */
+export const cliProgram = (argv: ReadonlyArray<string>) =>
+  runCli(argv).pipe(
+    Effect.tapErrorCause((cause) => {
+      const line = describeCause(cause)
+      return line === undefined || Cause.isInterruptedOnly(cause) ? Effect.void : Console.error(`error: ${line}`)
+    })
+  )

@@ -1,0 +1,7 @@
+export * from "./api/definition.js"
+export * from "./api/error-responses.js"
+export { BEARER_SCHEME, finishOpenApiDocument } from "./api/openapi.js"
+export * from "./client.js"
+export { HttpApiRoutesLive, type HttpServerOptions, makeHttpServerLayer, PublicHttpApp } from "./server/app.js"
+export * from "./server/request-log.js"
+export { acceptCallerRequestId, matchRoute, parseQuery, routeTemplates } from "./server/routing.js"

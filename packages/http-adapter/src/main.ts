@@ -1,0 +1,27 @@
+import { NodeRuntime } from "@effect/platform-node"
+import { Cause, ConfigError, Console, Effect, Logger, Option } from "effect"
+import { printBanner, ServiceLive, Startup } from "./service.js"
+
+/**
+ * `pnpm start`: the service on the configured database (the embedded PGlite with the sandbox
+ * data by default). SIGINT and SIGTERM interrupt the main fiber: the server stops accepting,
+ * drains requests in flight, then the pool and the embedded database close.
+ */
+const main = Effect.gen(function*() {
+  yield* printBanner(yield* Startup)
+  return yield* Effect.never
+}).pipe(Effect.provide(ServiceLive))
+
+/** A start that fails says why in one readable block, and exits non-zero. */
+const reportStartFailure = (cause: Cause.Cause<unknown>) => {
+  const failure = Cause.failureOption(cause)
+  if (Option.isSome(failure) && ConfigError.isConfigError(failure.value)) {
+    return Console.error(`The service cannot start: invalid configuration.\n  ${String(failure.value)}`)
+  }
+  return Effect.logError("the service stopped", cause)
+}
+
+NodeRuntime.runMain(
+  main.pipe(Effect.tapErrorCause(reportStartFailure), Effect.provide(Logger.json)),
+  { disableErrorReporting: true, disablePrettyLogger: true }
+)

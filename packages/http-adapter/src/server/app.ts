@@ -1,0 +1,273 @@
+import { randomUUID } from "node:crypto"
+import { createServer } from "node:http"
+import { currentCaller, type PublicApi, PublicApiError, RequestId } from "@clinical-api/domain"
+import { EmbeddedAudioObjects, PgClient, type PgClientService } from "@clinical-api/storage-adapter"
+import {
+  HttpApiBuilder,
+  HttpApiScalar,
+  type HttpApp,
+  type HttpRouter,
+  HttpServer,
+  type HttpServerError,
+  HttpServerRequest,
+  HttpServerResponse
+} from "@effect/platform"
+import { NodeHttpServer } from "@effect/platform-node"
+import { Cause, Clock, Context, Duration, Effect, FiberRef, Layer, Option } from "effect"
+import { PublicApiHandlersLive } from "./handlers.js"
+import { matchMediaPath, MEDIA_ROUTE_TEMPLATE, serveMedia } from "./media.js"
+import { makeRequestMetrics, matchOperationsPath, serveOperations } from "./operations.js"
+import { answerClientError } from "./transport-errors.js"
+import { currentRefusal, currentRoutedRequest, errorResponse, type RoutedRequest } from "./request-context.js"
+import { type RequestLogEntry, RequestLogSink } from "./request-log.js"
+import { acceptCallerRequestId, matchRoute, parseQuery, type RouteMatch, splitRequestTarget } from "./routing.js"
+import { PublicHttpApi } from "../api/definition.js"
+
+/** The whole HTTP surface as one app that never fails: every outcome is an exact response. */
+export type PublicHttpAppService = HttpApp.Default<never, HttpRouter.HttpRouter.DefaultServices>
+
+export class PublicHttpApp extends Context.Tag("@clinical-api/http-adapter/PublicHttpApp")<
+  PublicHttpApp,
+  PublicHttpAppService
+>() {}
+
+const newRequestId = () => `req_${randomUUID().replaceAll("-", "")}`
+
+const refusal = (reasonCode: PublicApiError["reasonCode"], detail?: string) =>
+  new PublicApiError({ reasonCode, field: null, ...(detail === undefined ? {} : { detail }) })
+
+/**
+ * Anything the platform or a handler lets escape: the router's `RouteNotFound` (a path that
+ * matched our templates but not the router cannot happen, but is still a 404), otherwise the
+ * contract's 503 (decisions.md: never a 500). Only the class of a defect is logged, never its
+ * message, which may quote data.
+ */
+const recover = (cause: Cause.Cause<unknown>): PublicApiError => {
+  const failure = Cause.failureOption(cause)
+  if (Option.isSome(failure) && typeof failure.value === "object" && failure.value !== null &&
+    "_tag" in failure.value && failure.value._tag === "RouteNotFound") {
+    return refusal("route_not_found")
+  }
+  if (Option.isSome(failure) && Cause.isTimeoutException(failure.value)) {
+    return refusal("digest_key_unavailable", "request deadline exceeded")
+  }
+  if (Cause.isInterruptedOnly(cause)) return refusal("digest_key_unavailable", "interrupted")
+  const squashed = Cause.squash(cause)
+  const kind = squashed instanceof Error ? squashed.name : typeof squashed
+  return refusal("digest_key_unavailable", `unexpected ${Cause.isDie(cause) ? "defect" : "failure"}: ${kind}`)
+}
+
+interface Outcome {
+  readonly response: HttpServerResponse.HttpServerResponse
+  readonly reasonCode: string | null
+  readonly detail: string | null
+  readonly organizationId: string | null
+}
+
+const refused = (error: PublicApiError): Outcome => ({
+  response: errorResponse(error),
+  reasonCode: error.reasonCode,
+  detail: error.detail ?? null,
+  organizationId: null
+})
+
+const ALLOWED_METHODS: ReadonlySet<string> = new Set(["GET", "HEAD"])
+
+/** The longest an API request may take before it is answered 503 (README, "Limits"). */
+export const REQUEST_DEADLINE = Duration.seconds(10)
+
+const makePublicHttpApp = (
+  inner: HttpApp.Default<unknown, HttpRouter.HttpRouter.DefaultServices>,
+  sink: Context.Tag.Service<RequestLogSink>,
+  media: Option.Option<Context.Tag.Service<EmbeddedAudioObjects>>,
+  database: Option.Option<PgClientService>
+): PublicHttpAppService => {
+  const metrics = makeRequestMetrics()
+  const dispatch = (
+    request: HttpServerRequest.HttpServerRequest,
+    match: RouteMatch,
+    routed: RoutedRequest
+  ): Effect.Effect<Outcome, never, HttpRouter.HttpRouter.DefaultServices> =>
+    Effect.gen(function*() {
+      const served = yield* inner.pipe(
+        Effect.provideService(HttpServerRequest.HttpServerRequest, request.modify({ url: match.routerPath })),
+        // A store call that never settles (postgres.js can leave a query queued for ever when
+        // its connections fail while it waits) must not hold the request: past the deadline the
+        // answer is the 503, and the stuck work is interrupted in the background. (The server
+        // runs the app uninterruptibly, so the deadline's region is made interruptible here.)
+        Effect.interruptible,
+        Effect.disconnect,
+        Effect.interruptible,
+        Effect.timeout(REQUEST_DEADLINE),
+        Effect.map((response) => ({ response, escaped: Option.none<PublicApiError>() })),
+        Effect.catchAllCause((cause) => {
+          const error = recover(cause)
+          return Effect.succeed({ response: errorResponse(error), escaped: Option.some(error) })
+        })
+      )
+      const caller = yield* FiberRef.get(currentCaller)
+      const refusalNoted = Option.isSome(served.escaped)
+        ? Option.some({ reasonCode: served.escaped.value.reasonCode, detail: served.escaped.value.detail ?? null })
+        : yield* FiberRef.get(currentRefusal)
+      return {
+        response: served.response,
+        reasonCode: Option.match(refusalNoted, { onNone: () => null, onSome: (value) => value.reasonCode }),
+        detail: Option.match(refusalNoted, { onNone: () => null, onSome: (value) => value.detail }),
+        organizationId: Option.match(caller, { onNone: () => null, onSome: (value) => value.organizationId })
+      }
+    }).pipe(
+      Effect.locally(currentRoutedRequest, Option.some(routed)),
+      Effect.locally(currentRefusal, Option.none()),
+      Effect.locally(currentCaller, Option.none())
+    )
+
+  return Effect.gen(function*() {
+    const request = yield* HttpServerRequest.HttpServerRequest
+    const startedAt = performance.now()
+    const requestId = acceptCallerRequestId(request.headers["x-request-id"]) ?? newRequestId()
+    const { pathname, rawQuery } = splitRequestTarget(request.url)
+    const operationsPath = matchOperationsPath(pathname)
+    const mediaToken = Option.isSome(media) ? matchMediaPath(pathname) : undefined
+    const match = mediaToken === undefined ? matchRoute(pathname) : undefined
+    metrics.started()
+
+    const outcome: Outcome = operationsPath !== undefined
+      ? !ALLOWED_METHODS.has(request.method)
+        ? refused(refusal("method_not_allowed"))
+        : { response: yield* serveOperations(operationsPath, metrics, database), reasonCode: null, detail: null, organizationId: null }
+      : Option.isSome(media) && mediaToken !== undefined
+      ? !ALLOWED_METHODS.has(request.method)
+        ? refused(refusal("method_not_allowed"))
+        : { ...(yield* serveMedia(media.value, request, mediaToken)), organizationId: null }
+      : match === undefined
+      ? refused(refusal("route_not_found"))
+      : !ALLOWED_METHODS.has(request.method)
+      ? refused(refusal("method_not_allowed"))
+      : yield* dispatch(request, match, {
+        request: {
+          requestId: RequestId.make(requestId),
+          authorization: request.headers.authorization,
+          query: parseQuery(rawQuery)
+        },
+        params: match.params
+      })
+
+    const response = HttpServerResponse.setHeaders(outcome.response, {
+      "cache-control": "no-store",
+      "x-request-id": requestId
+    })
+    const now = yield* Clock.currentTimeMillis
+    const entry: RequestLogEntry = {
+      level: response.status >= 500 ? "error" : response.status >= 400 ? "warn" : "info",
+      message: "http_request",
+      time: new Date(now).toISOString(),
+      request_id: requestId,
+      method: request.method,
+      route: operationsPath ?? (mediaToken === undefined ? match?.route.template ?? null : MEDIA_ROUTE_TEMPLATE),
+      operation_id: match?.route.operationId ?? null,
+      status: response.status,
+      reason_code: outcome.reasonCode,
+      organization_id: outcome.organizationId,
+      duration_ms: Math.round((performance.now() - startedAt) * 1000) / 1000,
+      detail: outcome.detail
+    }
+    yield* sink.write(JSON.stringify(entry))
+    metrics.observe(entry.operation_id ?? entry.route ?? "unmatched", entry.status, entry.duration_ms / 1000)
+    return response
+  }).pipe(Effect.ensuring(Effect.sync(metrics.finished)))
+}
+
+const ScalarConfig = { withDefaultFonts: false, hideTestRequestButton: true, defaultOpenAllTags: true } as const
+
+/** The `HttpApi`, its handlers, `/openapi.json` and `/docs`, on the platform router. */
+const RoutesLive = Layer.mergeAll(
+  HttpApiBuilder.middlewareOpenApi({ path: "/openapi.json" }),
+  HttpApiScalar.layer({ path: "/docs", scalar: ScalarConfig })
+).pipe(Layer.provideMerge(HttpApiBuilder.api(PublicHttpApi).pipe(Layer.provide(PublicApiHandlersLive))))
+
+/**
+ * The HTTP app of the public API, ready to serve: requires the domain's `PublicApi` and a
+ * request-log sink. When the storage's `EmbeddedAudioObjects` is in the context it is built
+ * in, the app also serves the signed media URLs at `/media/{token}` (see media.ts); without
+ * it that path is 404 `route_not_found` like any other unknown path.
+ */
+export const HttpApiRoutesLive: Layer.Layer<PublicHttpApp, never, PublicApi | RequestLogSink> = Layer.effect(
+  PublicHttpApp,
+  Effect.gen(function*() {
+    const inner = yield* HttpApiBuilder.httpApp
+    const sink = yield* RequestLogSink
+    const media = yield* Effect.serviceOption(EmbeddedAudioObjects)
+    // The operations endpoints probe the database when the app is built over one.
+    const database = yield* Effect.serviceOption(PgClient)
+    return makePublicHttpApp(inner, sink, media, database)
+  })
+).pipe(
+  Layer.provide(RoutesLive),
+  Layer.provide([HttpApiBuilder.Router.Live, HttpApiBuilder.Middleware.layer])
+)
+
+/**
+ * Request line plus headers, in bytes (Node's default, stated so it is a decision): a larger
+ * request is answered 431 by `answerClientError` before it reaches the API.
+ */
+export const MAX_HEADER_BYTES = 16 * 1024
+
+export interface HttpServerOptions {
+  readonly port: number
+  readonly host?: string | undefined
+  /** How long a shutdown waits for requests in flight before it closes their connections (default 10 s). */
+  readonly shutdownGraceMs?: number | undefined
+}
+
+/**
+ * Serves `PublicHttpApp` on Node, with a graceful shutdown. When the layer's scope closes the
+ * server keeps serving, answering with `Connection: close`, until no request is in flight and
+ * none has arrived for a short quiet period: a request whose bytes are still unread in a
+ * socket buffer (a busy event loop) counts as idle to Node and would otherwise be cut off.
+ * Then it stops listening and closes the connections (all of them once the grace period is
+ * over). Only then is the handler detached and the layers below (the store) released.
+ */
+export const makeHttpServerLayer = (
+  options: HttpServerOptions
+): Layer.Layer<HttpServer.HttpServer, HttpServerError.ServeError, PublicHttpApp> =>
+  Layer.unwrapEffect(Effect.sync(() => {
+    const server = createServer({ maxHeaderSize: MAX_HEADER_BYTES })
+    server.on("clientError", answerClientError)
+    const graceMs = options.shutdownGraceMs ?? 10_000
+    const quietMs = Math.min(250, graceMs)
+    // Built after `serve`, so released before it: the drain runs while the handler is attached.
+    const drainOnShutdown = Layer.scopedDiscard(Effect.gen(function*() {
+      let inFlight = 0
+      let lastArrival = 0
+      let draining = false
+      server.prependListener("request", (_request, response) => {
+        inFlight++
+        lastArrival = Date.now()
+        if (draining && !response.headersSent) response.setHeader("connection", "close")
+        response.once("close", () => inFlight--)
+      })
+      yield* Effect.addFinalizer(() =>
+        Effect.async<void>((resume) => {
+          draining = true
+          const started = Date.now()
+          lastArrival = Math.max(lastArrival, started)
+          const poll = setInterval(() => {
+            const now = Date.now()
+            const settled = inFlight === 0 && now - lastArrival >= quietMs
+            if (!settled && now - started < graceMs) return
+            clearInterval(poll)
+            server.close(() => resume(Effect.void))
+            server.closeAllConnections()
+          }, 10)
+        })
+      )
+    }))
+    const serve = Layer.unwrapEffect(Effect.map(PublicHttpApp, (app) => HttpServer.serve(app)))
+    return drainOnShutdown.pipe(
+      Layer.provideMerge(serve),
+      Layer.provideMerge(NodeHttpServer.layer(() => server, {
+        port: options.port,
+        ...(options.host === undefined ? {} : { host: options.host })
+      }))
+    )
+  }))

@@ -1,0 +1,211 @@
+import { readdirSync } from "node:fs"
+import { migrationChecksum, migrations as releasedMigrations, type PgClientService } from "@clinical-api/storage-adapter"
+import { HttpServerResponse } from "@effect/platform"
+import { Duration, Effect, Option } from "effect"
+
+/**
+ * The operations endpoints, outside the contract and served without an API key on the same
+ * listener as the API (README, "Running in production"): `GET /healthz` (the process
+ * answers), `GET /readyz` (the database answers and its migrations are exactly this build's)
+ * and `GET /metrics` (Prometheus text). None of them shows patient data, an organization id,
+ * a key or a path id: the labels are operationIds, route templates and statuses only.
+ */
+export type OperationsPath = "/healthz" | "/readyz" | "/metrics"
+
+const operationsPaths: ReadonlySet<string> = new Set<OperationsPath>(["/healthz", "/readyz", "/metrics"])
+
+export const matchOperationsPath = (pathname: string): OperationsPath | undefined =>
+  operationsPaths.has(pathname) ? (pathname as OperationsPath) : undefined
+
+/** Upper bounds (seconds) of the request-duration histogram. */
+export const DURATION_BUCKETS: ReadonlyArray<number> = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
+
+/** A database probe must not hold a health check longer than this. */
+const PROBE_TIMEOUT = Duration.seconds(2)
+
+export const WEBHOOK_DELIVERY_STATES = ["pending", "sending", "succeeded", "failed", "cancelled"] as const
+
+interface Series {
+  count: number
+  sum: number
+  readonly buckets: Array<number>
+}
+
+/** In-process counters of one server: requests by operation and status, and their latency. */
+export const makeRequestMetrics = () => {
+  const series = new Map<string, Series>()
+  let inFlight = 0
+  return {
+    started: () => void inFlight++,
+    finished: () => void inFlight--,
+    inFlight: () => inFlight,
+    /** `operation` is an operationId, a route template, or `unmatched`: a bounded set of labels. */
+    observe: (operation: string, status: number, seconds: number) => {
+      const key = `${operation}\u0000${status}`
+      let entry = series.get(key)
+      if (entry === undefined) {
+        entry = { count: 0, sum: 0, buckets: DURATION_BUCKETS.map(() => 0) }
+        series.set(key, entry)
+      }
+      entry.count++
+      entry.sum += seconds
+      DURATION_BUCKETS.forEach((bound, index) => {
+        if (seconds <= bound) entry.buckets[index] = (entry.buckets[index] ?? 0) + 1
+      })
+    },
+    snapshot: () =>
+      [...series.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([key, value]) => {
+        const [operation = "", status = ""] = key.split("\u0000")
+        return { operation, status, count: value.count, sum: value.sum, buckets: [...value.buckets] }
+      })
+  }
+}
+export type RequestMetrics = ReturnType<typeof makeRequestMetrics>
+
+export type ReadinessReport =
+  | { readonly status: "ready"; readonly database: "reachable" | "none"; readonly migrations: "current" | "none" }
+  | {
+    readonly status: "not_ready"
+    readonly database: "reachable" | "unreachable"
+    readonly migrations: "current" | "pending" | "unknown_version" | "changed" | "unknown"
+  }
+
+/** Readiness: the database answers within the probe timeout and holds exactly the released migrations. */
+export const checkReadiness = (client: Option.Option<PgClientService>): Effect.Effect<ReadinessReport> =>
+  Option.match(client, {
+    onNone: () => Effect.succeed<ReadinessReport>({ status: "ready", database: "none", migrations: "none" }),
+    onSome: (pg) =>
+      pg.run("readiness.migrations", (sql) => sql<Array<{ version: number; checksum: string }>>`
+        SELECT version, checksum FROM schema_migrations`).pipe(
+        Effect.timeoutFail({ duration: PROBE_TIMEOUT, onTimeout: () => "timeout" as const }),
+        Effect.map((rows): ReadinessReport => {
+          const applied = new Map(rows.map((row) => [row.version, row.checksum]))
+          const known = new Map(releasedMigrations.map((migration) => [migration.version, migrationChecksum(migration)]))
+          if ([...applied.keys()].some((version) => !known.has(version))) {
+            return { status: "not_ready", database: "reachable", migrations: "unknown_version" }
+          }
+          if ([...known.entries()].some(([version, checksum]) => applied.has(version) && applied.get(version) !== checksum)) {
+            return { status: "not_ready", database: "reachable", migrations: "changed" }
+          }
+          if ([...known.keys()].some((version) => !applied.has(version))) {
+            return { status: "not_ready", database: "reachable", migrations: "pending" }
+          }
+          return { status: "ready", database: "reachable", migrations: "current" }
+        }),
+        Effect.catchAll(() => Effect.succeed<ReadinessReport>({ status: "not_ready", database: "unreachable", migrations: "unknown" }))
+      )
+  })
+
+interface DatabaseGauges {
+  readonly poolMax: number
+  readonly connectionsByState: ReadonlyArray<{ readonly state: string; readonly count: number }>
+  readonly deliveriesByState: ReadonlyMap<string, number>
+}
+
+const readDatabaseGauges = (pg: PgClientService): Effect.Effect<Option.Option<DatabaseGauges>> =>
+  Effect.all([
+    pg.run("metrics.connections", (sql) => sql<Array<{ state: string | null; count: number }>>`
+      SELECT state, count(*)::int AS count FROM pg_stat_activity
+      WHERE datname = current_database() AND backend_type = 'client backend' GROUP BY state`),
+    pg.run("metrics.webhook_deliveries", (sql) => sql<Array<{ state: string; count: number }>>`
+      SELECT state, count(*)::int AS count FROM webhook_deliveries GROUP BY state`)
+  ]).pipe(
+    Effect.timeoutFail({ duration: PROBE_TIMEOUT, onTimeout: () => "timeout" as const }),
+    Effect.map(([connections, deliveries]) =>
+      Option.some({
+        poolMax: pg.pool.options.max,
+        connectionsByState: connections.map((row) => ({ state: row.state ?? "unknown", count: row.count })),
+        deliveriesByState: new Map(deliveries.map((row) => [row.state, row.count]))
+      })
+    ),
+    Effect.catchAll(() => Effect.succeed(Option.none<DatabaseGauges>()))
+  )
+
+const escapeLabel = (value: string) => value.replaceAll("\\", "\\\\").replaceAll("\"", "\\\"").replaceAll("\n", "\\n")
+
+const openFileDescriptors = (): number | undefined => {
+  try {
+    return readdirSync("/proc/self/fd").length
+  } catch {
+    return undefined
+  }
+}
+
+/** The Prometheus text exposition (format 0.0.4) of the metrics and the gauges read now. */
+export const renderMetrics = (metrics: RequestMetrics, database: Option.Option<PgClientService>): Effect.Effect<string> =>
+  Effect.gen(function*() {
+    const gauges = yield* Option.match(database, {
+      onNone: () => Effect.succeed(Option.none<DatabaseGauges>()),
+      onSome: readDatabaseGauges
+    })
+    const lines: Array<string> = []
+    const family = (name: string, type: "counter" | "gauge" | "histogram", help: string) =>
+      lines.push(`# HELP ${name} ${help}`, `# TYPE ${name} ${type}`)
+
+    const snapshot = metrics.snapshot()
+    family("clinical_api_http_requests_total", "counter", "HTTP requests answered, by operation (operationId, route template or unmatched) and status.")
+    for (const entry of snapshot) {
+      lines.push(`clinical_api_http_requests_total{operation="${escapeLabel(entry.operation)}",status="${entry.status}"} ${entry.count}`)
+    }
+    family("clinical_api_http_request_duration_seconds", "histogram", "Time from request to response, by operation and status.")
+    for (const entry of snapshot) {
+      const labels = `operation="${escapeLabel(entry.operation)}",status="${entry.status}"`
+      DURATION_BUCKETS.forEach((bound, index) => {
+        lines.push(`clinical_api_http_request_duration_seconds_bucket{${labels},le="${bound}"} ${entry.buckets[index] ?? 0}`)
+      })
+      lines.push(
+        `clinical_api_http_request_duration_seconds_bucket{${labels},le="+Inf"} ${entry.count}`,
+        `clinical_api_http_request_duration_seconds_sum{${labels}} ${entry.sum}`,
+        `clinical_api_http_request_duration_seconds_count{${labels}} ${entry.count}`
+      )
+    }
+    family("clinical_api_http_requests_in_flight", "gauge", "Requests received and not yet answered.")
+    lines.push(`clinical_api_http_requests_in_flight ${metrics.inFlight()}`)
+
+    if (Option.isSome(database)) {
+      family("clinical_api_database_up", "gauge", "1 when the database answered this scrape, else 0.")
+      lines.push(`clinical_api_database_up ${Option.isSome(gauges) ? 1 : 0}`)
+    }
+    if (Option.isSome(gauges)) {
+      family("clinical_api_db_pool_max_connections", "gauge", "Configured size of this process's connection pool.")
+      lines.push(`clinical_api_db_pool_max_connections ${gauges.value.poolMax}`)
+      family("clinical_api_db_connections", "gauge", "Client connections to the service's database (all replicas), by pg_stat_activity state.")
+      for (const { count, state } of gauges.value.connectionsByState) {
+        lines.push(`clinical_api_db_connections{state="${escapeLabel(state)}"} ${count}`)
+      }
+      family("clinical_api_webhook_deliveries", "gauge", "Webhook deliveries in the outbox, by state.")
+      for (const state of WEBHOOK_DELIVERY_STATES) {
+        lines.push(`clinical_api_webhook_deliveries{state="${state}"} ${gauges.value.deliveriesByState.get(state) ?? 0}`)
+      }
+    }
+
+    const memory = process.memoryUsage()
+    family("process_resident_memory_bytes", "gauge", "Resident memory of the process.")
+    lines.push(`process_resident_memory_bytes ${memory.rss}`)
+    family("nodejs_heap_used_bytes", "gauge", "V8 heap in use.")
+    lines.push(`nodejs_heap_used_bytes ${memory.heapUsed}`)
+    const fds = openFileDescriptors()
+    if (fds !== undefined) {
+      family("process_open_fds", "gauge", "Open file descriptors (sockets included) of the process.")
+      lines.push(`process_open_fds ${fds}`)
+    }
+    return `${lines.join("\n")}\n`
+  })
+
+/** The answer of one operations endpoint (GET or HEAD). */
+export const serveOperations = (
+  path: OperationsPath,
+  metrics: RequestMetrics,
+  database: Option.Option<PgClientService>
+): Effect.Effect<HttpServerResponse.HttpServerResponse> => {
+  switch (path) {
+    case "/healthz":
+      return Effect.succeed(HttpServerResponse.unsafeJson({ status: "ok" }))
+    case "/readyz":
+      return Effect.map(checkReadiness(database), (report) =>
+        HttpServerResponse.unsafeJson(report, { status: report.status === "ready" ? 200 : 503 }))
+    case "/metrics":
+      return Effect.map(renderMetrics(metrics, database), (text) =>
+        HttpServerResponse.text(text, { contentType: "text/plain; version=0.0.4; charset=utf-8" }))
+  }
+}

@@ -1,0 +1,85 @@
+import { Effect } from "effect"
+import { describe, expect, it } from "vitest"
+import { acceptCallerRequestId, matchRoute, parseQuery } from "../src/index.js"
+import { contractFixture, tokens } from "./support/contract-fixture.js"
+import { startMemoryServer } from "./support/memory-harness.js"
+import { bearer, paths, send } from "./contract/http.js"
+
+describe("HTTP server behaviour beyond the contract suite", () => {
+  it("a defect in a use case is 503 digest_key_unavailable with the four-field body, never a 500 or a stack", async () => {
+    const server = await startMemoryServer(contractFixture, {}, (api) => ({
+      ...api,
+      getPublicEncounter: () => Effect.die(new TypeError("secret detail pat_7f3a"))
+    }))
+    try {
+      const response = await send(server.baseUrl, paths.encounter("enc_a1"), { headers: bearer(tokens.riversideFull) })
+      expect(response.status).toBe(503)
+      expect(response.headers["content-type"]).toBe("application/json")
+      expect(response.headers["cache-control"]).toBe("no-store")
+      expect(response.body).toEqual({
+        error: "public_api_unavailable",
+        reason_code: "digest_key_unavailable",
+        message: "The service is temporarily unavailable.",
+        field: null
+      })
+      const line = JSON.parse(server.logLines().at(-1) ?? "{}") as Record<string, unknown>
+      expect(line).toMatchObject({ status: 503, reason_code: "digest_key_unavailable", detail: "unexpected defect: TypeError" })
+      expect(server.logLines().join("\n")).not.toContain("pat_7f3a")
+    } finally {
+      await server.close()
+    }
+  })
+
+  it("closing the server drains a request in flight before the scope closes", async () => {
+    const server = await startMemoryServer(contractFixture, {}, (api) => ({
+      ...api,
+      listPublicEncounters: (request) => Effect.zipRight(Effect.sleep("400 millis"), api.listPublicEncounters(request))
+    }))
+    const inFlight = send(server.baseUrl, paths.list(), { headers: bearer(tokens.riversideFull) })
+    await new Promise((resolve) => setTimeout(resolve, 100))
+    let closedAt = 0
+    const closing = server.close().then(() => {
+      closedAt = Date.now()
+    })
+    const response = await inFlight
+    const answeredAt = Date.now()
+    await closing
+    expect(response.status).toBe(200)
+    expect((response.body as { total: number }).total).toBeGreaterThan(0)
+    // Answered in full although the close began while the request was in flight (a request cut
+    // off would reject). The keep-alive connection is closed once idle, not after its 5 s time-out.
+    expect(Math.abs(closedAt - answeredAt)).toBeLessThan(1500)
+    await expect(send(server.baseUrl, paths.list())).rejects.toThrow()
+  })
+})
+
+describe("request target reading", () => {
+  it("matches the five routes exactly and decodes each path parameter once", () => {
+    expect(matchRoute("/external/v1/encounters")?.route.operationId).toBe("listPublicEncounters")
+    expect(matchRoute("/external/v1/encounters/a%2Fb%2525c")?.params).toEqual({ encounter_id: "a/b%25c" })
+    expect(matchRoute("/external/v1/encounters/e/documents/d%20x/audio")).toMatchObject({
+      params: { encounter_id: "e", document_id: "d x" },
+      routerPath: "/external/v1/encounters/_/documents/_/audio"
+    })
+    expect(matchRoute("/external/v1/encounters/")).toBeUndefined()
+    expect(matchRoute("/External/v1/encounters")).toBeUndefined()
+    expect(matchRoute("external/v1/encounters")).toBeUndefined()
+  })
+
+  it("reads the query as ordered, percent-decoded pairs with repeated keys kept", () => {
+    expect(parseQuery("b=2&a=1&b=3&c&d=x%20y+z&%C3%A9=%2B")).toEqual([
+      ["b", "2"], ["a", "1"], ["b", "3"], ["c", ""], ["d", "x y z"], ["é", "+"]
+    ])
+    expect(parseQuery(undefined)).toEqual([])
+    expect(parseQuery("")).toEqual([])
+  })
+
+  it("accepts a caller request id of 1..128 characters of [A-Za-z0-9._:-] only", () => {
+    expect(acceptCallerRequestId("abc-1.2_3:4")).toBe("abc-1.2_3:4")
+    expect(acceptCallerRequestId("a".repeat(128))).toBe("a".repeat(128))
+    expect(acceptCallerRequestId("a".repeat(129))).toBeUndefined()
+    expect(acceptCallerRequestId("")).toBeUndefined()
+    expect(acceptCallerRequestId("a b")).toBeUndefined()
+    expect(acceptCallerRequestId(undefined)).toBeUndefined()
+  })
+})
