@@ -21,6 +21,20 @@ const reportStartFailure = (cause: Cause.Cause<unknown>) => {
   return Effect.logError("the service stopped", cause)
 }
 
+/**
+ * runMain handles the first SIGINT/SIGTERM and then removes its listeners, so a repeated signal
+ * would kill the process with the default action in the middle of the drain: Ctrl-C in a
+ * terminal reaches every process of the group, and supervisors re-send. The drain is bounded
+ * by the grace period, so a repeated signal is only acknowledged.
+ */
+let shutdownSignals = 0
+const acknowledgeRepeatedSignal = (signal: NodeJS.Signals) => {
+  if (shutdownSignals++ === 0) return
+  process.stderr.write(`${signal}: the service is already draining; it exits when the requests in flight are answered.\n`)
+}
+process.on("SIGINT", acknowledgeRepeatedSignal)
+process.on("SIGTERM", acknowledgeRepeatedSignal)
+
 NodeRuntime.runMain(
   main.pipe(Effect.tapErrorCause(reportStartFailure), Effect.provide(Logger.json)),
   { disableErrorReporting: true, disablePrettyLogger: true }

@@ -48,7 +48,8 @@ const startService = (cwd: string, env: Record<string, string>): RunningService 
     })
     child.once("exit", (code) => reject(new Error(`service exited (${code}) before it was ready:\n${stderr}\n${stdout}`)))
   })
-  const exit = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)))
+  // "close", not "exit": pnpm may exit before the service, which shares its stdout.
+  const exit = new Promise<number | null>((resolve) => child.once("close", (code) => resolve(code)))
   return { child, banner, exit, stdout: () => stdout }
 }
 
@@ -97,7 +98,7 @@ describe("a newcomer's first start", () => {
     expect((await fetch(docsUrl)).status).toBe(200)
   }, 120_000)
 
-  it("SIGTERM drains the requests in flight, then the process exits", async () => {
+  it("SIGTERM, even repeated, drains the requests in flight, then the process exits", async () => {
     if (service === undefined) throw new Error("the service did not start")
     const banner = await service.banner
     const baseUrl = /listening on (\S+)/.exec(banner)?.[1] ?? ""
@@ -114,7 +115,12 @@ describe("a newcomer's first start", () => {
     const deadline = Date.now() + 30_000
     while (answeredBefore() === before && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 5))
     const answeredAtSignal = answeredBefore() - before
-    if (service.child.pid !== undefined) process.kill(-service.child.pid, "SIGTERM")
+    // To the whole process group, as Ctrl-C in a terminal does, and then again, as a supervisor
+    // may: the repeated signal must not cut the drain short.
+    const group = -(service.child.pid ?? 0)
+    process.kill(group, "SIGTERM")
+    await new Promise((resolve) => setTimeout(resolve, 50))
+    process.kill(group, "SIGTERM")
     const statuses = await Promise.all(inFlight)
     expect(statuses).toEqual(Array(8).fill(200))
     // The signal came while most of the batch was still waiting for the database.
