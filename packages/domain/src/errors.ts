@@ -4,7 +4,9 @@ import { Schema } from "effect"
  * The reason-code catalogue: contract section 7 plus decisions.md. This table is the only
  * place that knows which HTTP status and `error` category belong to a `reason_code`.
  * `route_not_found` and `method_not_allowed` are outside the contract (decisions.md,
- * "Errors outside the table") and marked so.
+ * "Errors outside the table") and marked so, as are the three transport refusals, answered
+ * before there is a request for the API to see (README, "Limits"): a request line and headers
+ * over 16 KiB, bytes that are not HTTP/1.1, a request not received in time.
  */
 export const reasonCatalogue = {
   unsupported_filter: { status: 400, error: "public_api_bad_request", message: "The query parameter is not supported on this route.", inContract: true },
@@ -34,6 +36,10 @@ export const reasonCatalogue = {
   route_not_found: { status: 404, error: "public_api_not_found", message: "No route matches this path.", inContract: false },
 
   method_not_allowed: { status: 405, error: "public_api_method_not_allowed", message: "Only GET is allowed on this route.", inContract: false },
+
+  malformed_http_request: { status: 400, error: "public_api_bad_request", message: "The request is not valid HTTP/1.1.", inContract: false },
+  request_timeout: { status: 408, error: "public_api_bad_request", message: "The request was not received in time.", inContract: false },
+  request_header_fields_too_large: { status: 431, error: "public_api_bad_request", message: "The request line and headers exceed 16 KiB.", inContract: false },
 
   invalid_query: { status: 422, error: "api_key_validation_failed", message: "A query value is invalid.", inContract: true },
   invalid_limit: { status: 422, error: "api_key_validation_failed", message: "limit must be an integer from 1 to 100 in canonical decimal form.", inContract: true },

@@ -32,5 +32,10 @@ export const contractReasonTable: Readonly<Record<string, readonly [status: numb
   audio_storage_unavailable: [503, "public_api_unavailable"],
   // decisions.md, "Errors outside the table".
   route_not_found: [404, "public_api_not_found"],
-  method_not_allowed: [405, "public_api_method_not_allowed"]
+  method_not_allowed: [405, "public_api_method_not_allowed"],
+  // The transport refusals (README, "Limits"); decisions.md: every 400 is public_api_bad_request,
+  // and the service keeps that category for the 408 and the 431 its HTTP parser answers.
+  malformed_http_request: [400, "public_api_bad_request"],
+  request_timeout: [408, "public_api_bad_request"],
+  request_header_fields_too_large: [431, "public_api_bad_request"]
 }

@@ -49,6 +49,11 @@ sent as \`Authorization: Bearer <API_KEY>\` and answers JSON (\`Content-Type: ap
   GET or HEAD on a route answers 405 with \`Allow: GET\`, \`error\`
   \`public_api_method_not_allowed\` and \`reason_code\` \`method_not_allowed\`. Both use the
   four-field error body.
+- Also outside the contract, answered by the HTTP server before any route is read, with the
+  four-field body, \`error\` \`public_api_bad_request\` and \`Connection: close\`: a request line
+  and headers over 16 KiB (431 \`request_header_fields_too_large\`), bytes that are not valid
+  HTTP/1.1 (400 \`malformed_http_request\`), a request not received in time (408
+  \`request_timeout\`).
 - HEAD answers exactly as GET, without the body; it runs the same checks and records the
   same disclosure events.
 

@@ -1,5 +1,6 @@
 import { randomUUID } from "node:crypto"
 import type { Duplex } from "node:stream"
+import { PublicApiError } from "@clinical-api/domain"
 
 /**
  * Requests Node's HTTP parser refuses before there is a request at all (README, "Limits"):
@@ -8,53 +9,31 @@ import type { Duplex } from "node:stream"
  * request line, a bad chunked body: 400), or one not received in time (408). Node would
  * answer these with an empty body; the service answers them with the same four-field JSON
  * body as every other refusal, `Cache-Control: no-store`, an `X-Request-Id`, then closes the
- * connection (the parser cannot find the next request on it). The two reason codes are
- * transport-level, outside the contract's catalogue: the API never saw the request.
+ * connection (the parser cannot find the next request on it). Their reason codes are in the
+ * domain's catalogue, marked outside the contract: the API never saw the request.
  */
-interface TransportRefusal {
-  readonly status: 400 | 408 | 431
-  readonly statusText: string
-  readonly reasonCode: "request_header_fields_too_large" | "malformed_http_request" | "request_timeout"
-  readonly message: string
+type TransportReasonCode = "request_header_fields_too_large" | "malformed_http_request" | "request_timeout"
+
+const statusTexts: Record<TransportReasonCode, string> = {
+  request_header_fields_too_large: "Request Header Fields Too Large",
+  malformed_http_request: "Bad Request",
+  request_timeout: "Request Timeout"
 }
 
-const headerTooLarge: TransportRefusal = {
-  status: 431,
-  statusText: "Request Header Fields Too Large",
-  reasonCode: "request_header_fields_too_large",
-  message: "The request line and headers exceed 16 KiB."
-}
-const malformed: TransportRefusal = {
-  status: 400,
-  statusText: "Bad Request",
-  reasonCode: "malformed_http_request",
-  message: "The request is not valid HTTP/1.1."
-}
-const timedOut: TransportRefusal = {
-  status: 408,
-  statusText: "Request Timeout",
-  reasonCode: "request_timeout",
-  message: "The request was not received in time."
-}
-
-const refusalFor = (code: string | undefined): TransportRefusal =>
+const reasonFor = (code: string | undefined): TransportReasonCode =>
   code === "HPE_HEADER_OVERFLOW"
-    ? headerTooLarge
+    ? "request_header_fields_too_large"
     : code === "ERR_HTTP_REQUEST_TIMEOUT" || code === "HPE_HEADER_TIMEOUT"
-    ? timedOut
-    : malformed
+    ? "request_timeout"
+    : "malformed_http_request"
 
 /** The raw HTTP/1.1 response of a transport refusal (no request object exists to answer with). */
 export const transportRefusalResponse = (code: string | undefined): string => {
-  const refusal = refusalFor(code)
-  const body = JSON.stringify({
-    error: "public_api_bad_request",
-    reason_code: refusal.reasonCode,
-    message: refusal.message,
-    field: null
-  })
+  const reasonCode = reasonFor(code)
+  const refusal = PublicApiError.of(reasonCode)
+  const body = JSON.stringify(refusal.toResponse())
   return [
-    `HTTP/1.1 ${refusal.status} ${refusal.statusText}`,
+    `HTTP/1.1 ${refusal.status} ${statusTexts[reasonCode]}`,
     "content-type: application/json",
     `content-length: ${Buffer.byteLength(body)}`,
     "cache-control: no-store",
