@@ -1,3 +1,4 @@
+export * from "./access/access-cache.js"
 export * from "./access/access-policy.js"
 export * from "./access/api-key-token.js"
 export * from "./config.js"

@@ -19,6 +19,8 @@ export interface ServiceConfig {
   readonly apiKeyDigestKey: Option.Option<Redacted.Redacted<string>>
   readonly apiKeysEnabled: boolean
   readonly audioUrlTtlSeconds: number
+  /** How long a found API key or organization is reused: the bound on how late a revocation takes effect (0: no cache). */
+  readonly accessCacheSeconds: number
 }
 
 /** The digest key the sandbox makes for itself; production refuses it. */
@@ -61,7 +63,8 @@ export const serviceConfig: Config.Config<ServiceConfig> = Config.all({
     AUDIO_URL_TTL_DEFAULT_SECONDS,
     AUDIO_URL_TTL_MIN_SECONDS,
     AUDIO_URL_TTL_MAX_SECONDS
-  )
+  ),
+  accessCacheSeconds: integerInRange("ACCESS_CACHE_SECONDS", 5, 0, 60)
 }).pipe(
   Config.mapOrFail((config): Either.Either<ServiceConfig, ConfigError.ConfigError> => {
     if (config.environment === "production") {

@@ -1,4 +1,4 @@
-import { AccessPolicyLive, PublicApiConfig, PublicApiLive } from "@clinical-api/domain"
+import { AccessCacheLayer, AccessPolicyLive, PublicApiConfig, PublicApiLive } from "@clinical-api/domain"
 import {
   loadFixture,
   MediaBaseUrlFromConfig,
@@ -97,7 +97,10 @@ export const ServiceLive: Layer.Layer<Startup | HttpServer.HttpServer, unknown> 
     const http = makeHttpServerLayer({ port: config.port, host: config.host }).pipe(
       Layer.provide(HttpApiRoutesLive),
       Layer.provide(RequestLogSinkStdout),
-      Layer.provide(PublicApiLive.pipe(Layer.provide(AccessPolicyLive)))
+      Layer.provide(PublicApiLive.pipe(
+        Layer.provide(AccessPolicyLive),
+        Layer.provide(AccessCacheLayer({ timeToLive: `${config.accessCacheSeconds} seconds`, capacity: 10_000 }))
+      ))
     )
     return seeded.pipe(
       Layer.provideMerge(http),
