@@ -294,3 +294,55 @@ describe("response presenters", () => {
     })
   })
 })
+
+describe("the wire form of every response is JSON.stringify of the presenter's value", () => {
+  // The HTTP adapter writes the presenters' values with JSON.stringify instead of encoding them
+  // through the resource schemas: on every value a presenter makes, the two must agree.
+  const instant = fc.date({ min: new Date("0000-01-01T00:00:00.000Z"), max: new Date("9999-12-31T23:59:59.999Z"), noInvalidDate: true })
+  const text = fc.option(fc.string({ unit: "grapheme", maxLength: 12 }), { nil: null })
+  const documentArb = fc.record({
+    documentId: fc.string({ minLength: 1, maxLength: 6 }).map((id) => id as DocumentId),
+    schemaType: fc.constantFrom("document" as const, "ambient_transcript" as const, "billing" as const, "encounter_checklist" as const),
+    title: text,
+    status: text,
+    workflowVariant: fc.constantFrom(null, "ambient" as const, "phone_call" as const),
+    audioDurationSeconds: fc.option(fc.double({ min: 0, max: 1e6, noNaN: true }), { nil: null }),
+    createdAt: instant
+  })
+  const encounterArb = fc.record({
+    encounterId: fc.string({ minLength: 1, maxLength: 8 }).map((id) => id as EncounterId),
+    organizationId: fc.constant("org_a" as OrganizationId),
+    dataClass: fc.constant("clinical" as const),
+    createdAt: instant,
+    updatedAt: instant,
+    dateOfService: fc.option(instant, { nil: null }),
+    status: text,
+    patient: fc.option(fc.record({
+      patient_id: fc.string({ minLength: 1, maxLength: 6 }).map((id) => id as PatientId),
+      first_name: text,
+      last_name: text,
+      date_of_birth: fc.constantFrom(null, "1815-12-10", "2000-02-29")
+    }), { nil: null }),
+    documents: fc.array(documentArb, { maxLength: 4 })
+  })
+  const sameAsEncoded = <A, I>(schema: Schema.Schema<A, I>, value: A) =>
+    expect(JSON.parse(JSON.stringify(value))).toEqual(Schema.encodeSync(schema)(value))
+
+  it.prop("list and detail responses", [fc.array(encounterArb, { maxLength: 5 }), fc.nat({ max: 10_000 })], ([items, offset]) => {
+    sameAsEncoded(PublicEncounterListResponse, presentListResponse({ items, total: items.length + offset }, { limit: 100, offset }))
+    for (const item of items) sameAsEncoded(PublicEncounterDetailResponse, presentDetailResponse(item))
+  })
+
+  it.prop("document, transcript and audio responses", [documentArb, instant, fc.string({ maxLength: 40 })], ([document, updatedAt, url]) => {
+    const stored = storedDocument({ ...document, updatedAt })
+    if (stored.schemaType === "document" || stored.schemaType === "ambient_transcript") {
+      sameAsEncoded(PublicDocumentDetailResponse, presentDocumentDetailResponse(stored as DocumentDetailTarget))
+    }
+    sameAsEncoded(PublicDocumentTranscriptResponse, presentTranscriptResponse(stored, {
+      provider: "acme-asr",
+      audio_duration_seconds: 20,
+      turns: [{ speaker: "A", text: "first", start: 0, end: 4 }]
+    }))
+    sameAsEncoded(PublicDocumentAudioResponse, presentAudioResponse({ url, expiresAt: updatedAt }))
+  })
+})

@@ -1,6 +1,13 @@
 import { randomUUID } from "node:crypto"
 import { createServer } from "node:http"
-import { currentCaller, type PublicApi, PublicApiError, RequestId } from "@clinical-api/domain"
+import {
+  currentCaller,
+  type OperationId,
+  PublicApi,
+  PublicApiError,
+  type PublicRequest,
+  RequestId
+} from "@clinical-api/domain"
 import { EmbeddedAudioObjects, PgClient, type PgClientService } from "@clinical-api/storage-adapter"
 import {
   HttpApiBuilder,
@@ -13,12 +20,12 @@ import {
   HttpServerResponse
 } from "@effect/platform"
 import { NodeHttpServer } from "@effect/platform-node"
-import { Cause, Clock, Context, Duration, Effect, FiberRef, Layer, Option } from "effect"
+import { Cause, Clock, Context, Duration, Effect, Either, FiberRef, Layer, Option } from "effect"
 import { PublicApiHandlersLive } from "./handlers.js"
 import { matchMediaPath, MEDIA_ROUTE_TEMPLATE, serveMedia } from "./media.js"
 import { makeRequestMetrics, matchOperationsPath, serveOperations } from "./operations.js"
 import { answerClientError } from "./transport-errors.js"
-import { currentRefusal, currentRoutedRequest, errorResponse, type RoutedRequest } from "./request-context.js"
+import { errorResponse } from "./request-context.js"
 import { type RequestLogEntry, RequestLogSink } from "./request-log.js"
 import { acceptCallerRequestId, matchRoute, parseQuery, type RouteMatch, splitRequestTarget } from "./routing.js"
 import { PublicHttpApi } from "../api/definition.js"
@@ -76,49 +83,82 @@ const ALLOWED_METHODS: ReadonlySet<string> = new Set(["GET", "HEAD"])
 /** The longest an API request may take before it is answered 503 (README, "Limits"). */
 export const REQUEST_DEADLINE = Duration.seconds(10)
 
+/** The use case of a matched operation, with its path parameters as the router read them. */
+const useCaseOf = (
+  api: Context.Tag.Service<PublicApi>,
+  operationId: OperationId,
+  params: RouteMatch["params"],
+  request: PublicRequest
+): Effect.Effect<unknown, PublicApiError> => {
+  const encounterId = params.encounter_id ?? ""
+  const documentId = params.document_id ?? ""
+  switch (operationId) {
+    case "listPublicEncounters":
+      return api.listPublicEncounters(request)
+    case "getPublicEncounter":
+      return api.getPublicEncounter(request, { encounterId })
+    case "getPublicDocument":
+      return api.getPublicDocument(request, { encounterId, documentId })
+    case "getPublicDocumentTranscript":
+      return api.getPublicDocumentTranscript(request, { encounterId, documentId })
+    case "getPublicDocumentAudio":
+      return api.getPublicDocumentAudio(request, { encounterId, documentId })
+  }
+}
+
+/**
+ * The five operations are served straight from the domain: the body is the presenter's value
+ * as JSON (the resource schemas' encoded form: their one transformation, Timestamp, encodes a
+ * Date as `toISOString()`, which is what JSON.stringify writes; `present.test.ts` holds the
+ * two equal). The platform router and the HttpApi handlers would decode and re-encode every
+ * body through Schema and run a handful of fibers per request for nothing the contract needs;
+ * the HttpApi definition stays the source of the OpenAPI document and the typed client.
+ */
+const jsonResponse = (body: unknown): HttpServerResponse.HttpServerResponse =>
+  HttpServerResponse.text(JSON.stringify(body), { contentType: "application/json" })
+
 const makePublicHttpApp = (
+  api: Context.Tag.Service<PublicApi>,
   inner: HttpApp.Default<unknown, HttpRouter.HttpRouter.DefaultServices>,
   sink: Context.Tag.Service<RequestLogSink>,
   media: Option.Option<Context.Tag.Service<EmbeddedAudioObjects>>,
   database: Option.Option<PgClientService>
 ): PublicHttpAppService => {
   const metrics = makeRequestMetrics()
-  const dispatch = (
-    request: HttpServerRequest.HttpServerRequest,
-    match: RouteMatch,
-    routed: RoutedRequest
-  ): Effect.Effect<Outcome, never, HttpRouter.HttpRouter.DefaultServices> =>
+
+  /** An operation of the contract, answered within the request deadline. */
+  const serveOperation = (operationId: OperationId, match: RouteMatch, request: PublicRequest): Effect.Effect<Outcome> =>
     Effect.gen(function*() {
-      const served = yield* inner.pipe(
-        Effect.provideService(HttpServerRequest.HttpServerRequest, request.modify({ url: match.routerPath })),
+      const served = yield* useCaseOf(api, operationId, match.params, request).pipe(
         // A store call that never settles (postgres.js can leave a query queued for ever when
         // its connections fail while it waits) must not hold the request: past the deadline the
-        // answer is the 503, and the stuck work is interrupted in the background. (The server
-        // runs the app uninterruptibly, so the deadline's region is made interruptible here.)
-        Effect.interruptible,
-        Effect.disconnect,
-        Effect.interruptible,
+        // answer is the 503 and the stuck work is interrupted. (The server runs the app
+        // uninterruptibly, so the deadline's region is made interruptible here.)
         Effect.timeout(REQUEST_DEADLINE),
-        Effect.map((response) => ({ response, escaped: Option.none<PublicApiError>() })),
-        Effect.catchAllCause((cause) => {
-          const error = recover(cause)
-          return Effect.succeed({ response: errorResponse(error), escaped: Option.some(error) })
-        })
+        Effect.interruptible,
+        Effect.either
       )
       const caller = yield* FiberRef.get(currentCaller)
-      const refusalNoted = Option.isSome(served.escaped)
-        ? Option.some({ reasonCode: served.escaped.value.reasonCode, detail: served.escaped.value.detail ?? null })
-        : yield* FiberRef.get(currentRefusal)
-      return {
-        response: served.response,
-        reasonCode: Option.match(refusalNoted, { onNone: () => null, onSome: (value) => value.reasonCode }),
-        detail: Option.match(refusalNoted, { onNone: () => null, onSome: (value) => value.detail }),
-        organizationId: Option.match(caller, { onNone: () => null, onSome: (value) => value.organizationId })
+      const organizationId = Option.isSome(caller) ? caller.value.organizationId : null
+      if (Either.isRight(served)) {
+        return { response: jsonResponse(served.right), reasonCode: null, detail: null, organizationId }
       }
+      const error = served.left instanceof PublicApiError ? served.left : recover(Cause.fail(served.left))
+      return { ...refused(error), organizationId }
     }).pipe(
-      Effect.locally(currentRoutedRequest, Option.some(routed)),
-      Effect.locally(currentRefusal, Option.none()),
+      Effect.catchAllCause((cause) => Effect.succeed(refused(recover(cause)))),
       Effect.locally(currentCaller, Option.none())
+    )
+
+  /** `/openapi.json` and `/docs`, served by the platform router. */
+  const serveDocumentation = (
+    request: HttpServerRequest.HttpServerRequest,
+    match: RouteMatch
+  ): Effect.Effect<Outcome, never, HttpRouter.HttpRouter.DefaultServices> =>
+    inner.pipe(
+      Effect.provideService(HttpServerRequest.HttpServerRequest, request.modify({ url: match.routerPath })),
+      Effect.map((response): Outcome => ({ response, reasonCode: null, detail: null, organizationId: null })),
+      Effect.catchAllCause((cause) => Effect.succeed(refused(recover(cause))))
     )
 
   return Effect.gen(function*() {
@@ -143,13 +183,12 @@ const makePublicHttpApp = (
       ? refused(refusal("route_not_found"))
       : !ALLOWED_METHODS.has(request.method)
       ? refused(refusal("method_not_allowed"))
-      : yield* dispatch(request, match, {
-        request: {
-          requestId: RequestId.make(requestId),
-          authorization: request.headers.authorization,
-          query: parseQuery(rawQuery)
-        },
-        params: match.params
+      : match.route.operationId === null
+      ? yield* serveDocumentation(request, match)
+      : yield* serveOperation(match.route.operationId, match, {
+        requestId: RequestId.make(requestId),
+        authorization: request.headers.authorization,
+        query: parseQuery(rawQuery)
       })
 
     const response = HttpServerResponse.setHeaders(outcome.response, {
@@ -194,12 +233,13 @@ const RoutesLive = Layer.mergeAll(
 export const HttpApiRoutesLive: Layer.Layer<PublicHttpApp, never, PublicApi | RequestLogSink> = Layer.effect(
   PublicHttpApp,
   Effect.gen(function*() {
+    const api = yield* PublicApi
     const inner = yield* HttpApiBuilder.httpApp
     const sink = yield* RequestLogSink
     const media = yield* Effect.serviceOption(EmbeddedAudioObjects)
     // The operations endpoints probe the database when the app is built over one.
     const database = yield* Effect.serviceOption(PgClient)
-    return makePublicHttpApp(inner, sink, media, database)
+    return makePublicHttpApp(api, inner, sink, media, database)
   })
 ).pipe(
   Layer.provide(RoutesLive),

@@ -37,7 +37,13 @@ const serve = <P, A>(
 
 const noPath = () => Effect.void
 
-/** The handlers of the five operations: each hands the request to the domain's `PublicApi`. */
+/**
+ * The handlers of the five operations, as the HttpApi builder requires them to serve
+ * `/openapi.json` and `/docs`. The server answers the five operations before the platform
+ * router sees them (app.ts, `serveOperation`), so these are not on the serving path: they
+ * read the request as that app routed it (`currentRoutedRequest`), and without it they die,
+ * which any caller answers 503.
+ */
 export const PublicApiHandlersLive = HttpApiBuilder.group(PublicHttpApi, PUBLIC_API_GROUP, (handlers) =>
   Effect.map(PublicApi, (api) =>
     handlers
