@@ -10,7 +10,9 @@
  *
  * Settings: BENCH_CONNECTIONS (8), BENCH_DURATION seconds per route and server (10),
  * BENCH_WARMUP seconds (2), DATABASE_POOL_MAX (10, both servers), BENCH_SERVICE_PORT (18080),
- * BENCH_FLOOR_PORT (18081), BENCH_ROUTES (comma-separated route keys, default all).
+ * BENCH_FLOOR_PORT (18081), BENCH_ROUTES (comma-separated route keys, default all; a partial
+ * run only prints its figures),
+ * BENCH_CPU_PROFILE_DIR (the service writes a V8 CPU profile there when it stops).
  * Writes bench/results.json and the results and query plans into README.md's Performance section.
  */
 import { type ChildProcess, spawn } from "node:child_process"
@@ -202,8 +204,13 @@ const routesOf = (samples: Samples): ReadonlyArray<BenchRoute> => {
   ]
 }
 
-const startProcess = (name: string, script: string, env: Record<string, string>): ChildProcess => {
-  const child = spawn(process.execPath, ["--import", "tsx", script], {
+const startProcess = (
+  name: string,
+  script: string,
+  env: Record<string, string>,
+  nodeFlags: ReadonlyArray<string> = []
+): ChildProcess => {
+  const child = spawn(process.execPath, [...nodeFlags, "--import", "tsx", script], {
     cwd: root,
     env: { ...process.env, ...env },
     stdio: ["ignore", "ignore", "pipe"]
@@ -390,7 +397,13 @@ const main = async () => {
     MEDIA_BASE_URL: serviceBase,
     HOST: "127.0.0.1"
   }
-  const service = startProcess("service", "packages/http-adapter/src/main.ts", { ...shared, PORT: String(servicePort) })
+  const profileDir = process.env["BENCH_CPU_PROFILE_DIR"]
+  const service = startProcess(
+    "service",
+    "packages/http-adapter/src/main.ts",
+    { ...shared, PORT: String(servicePort) },
+    profileDir === undefined || profileDir === "" ? [] : ["--cpu-prof", `--cpu-prof-dir=${resolve(profileDir)}`]
+  )
   const floor = startProcess("floor", "packages/http-adapter/bench/floor-server.ts", { ...shared, PORT: String(floorPort) })
   const results: Array<Record<string, unknown>> = []
   let peakRssMb = 0
@@ -455,6 +468,10 @@ const main = async () => {
     routes: results,
     serviceRss: { peakMb: round(peakRssMb) },
     targets
+  }
+  if (only.length > 0) {
+    log(`BENCH_ROUTES selects a part of the routes: results.json and README.md are left as they are\n${JSON.stringify(report, null, 2)}`)
+    return
   }
   writeFileSync(resolve(here, "results.json"), `${JSON.stringify(report, null, 2)}\n`)
 
