@@ -228,8 +228,78 @@ CREATE TABLE webhook_delivery_attempts (
 );
 `
 
+/**
+ * The list's exact `total` without counting hundreds of thousands of index entries per
+ * request: clinical encounters per organization and UTC day of `created_at`, kept by
+ * statement-level triggers (one aggregated upsert per statement, so a COPY of a million rows
+ * stays fast) in the same transaction as the change. The list adds whole days from here and
+ * counts the partial days at the edges of its range in the index (encounter-repository.ts).
+ */
+const encounterDailyCounts = `
+CREATE TABLE encounter_daily_counts (
+  organization_id text COLLATE "C" NOT NULL,
+  day             date NOT NULL,
+  -- No CHECK (clinical_count >= 0): an upsert checks the proposed row, whose delta may be negative.
+  clinical_count  bigint NOT NULL,
+  PRIMARY KEY (organization_id, day)
+);
+
+CREATE FUNCTION encounter_daily_counts_after_insert() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  INSERT INTO encounter_daily_counts AS counts (organization_id, day, clinical_count)
+  SELECT organization_id, (created_at AT TIME ZONE 'UTC')::date, count(*)
+  FROM inserted WHERE data_class = 'clinical' GROUP BY 1, 2
+  ON CONFLICT (organization_id, day) DO UPDATE SET clinical_count = counts.clinical_count + excluded.clinical_count;
+  RETURN NULL;
+END $$;
+
+CREATE FUNCTION encounter_daily_counts_after_delete() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  INSERT INTO encounter_daily_counts AS counts (organization_id, day, clinical_count)
+  SELECT organization_id, (created_at AT TIME ZONE 'UTC')::date, -count(*)
+  FROM deleted WHERE data_class = 'clinical' GROUP BY 1, 2
+  ON CONFLICT (organization_id, day) DO UPDATE SET clinical_count = counts.clinical_count + excluded.clinical_count;
+  RETURN NULL;
+END $$;
+
+CREATE FUNCTION encounter_daily_counts_after_update() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  INSERT INTO encounter_daily_counts AS counts (organization_id, day, clinical_count)
+  SELECT organization_id, day, sum(delta) FROM (
+    SELECT organization_id, (created_at AT TIME ZONE 'UTC')::date AS day, -1 AS delta
+    FROM before_update WHERE data_class = 'clinical'
+    UNION ALL
+    SELECT organization_id, (created_at AT TIME ZONE 'UTC')::date AS day, 1 AS delta
+    FROM after_update WHERE data_class = 'clinical'
+  ) AS changes GROUP BY 1, 2
+  ON CONFLICT (organization_id, day) DO UPDATE SET clinical_count = counts.clinical_count + excluded.clinical_count;
+  RETURN NULL;
+END $$;
+
+CREATE TRIGGER encounter_daily_counts_insert AFTER INSERT ON encounters
+  REFERENCING NEW TABLE AS inserted FOR EACH STATEMENT EXECUTE FUNCTION encounter_daily_counts_after_insert();
+CREATE TRIGGER encounter_daily_counts_delete AFTER DELETE ON encounters
+  REFERENCING OLD TABLE AS deleted FOR EACH STATEMENT EXECUTE FUNCTION encounter_daily_counts_after_delete();
+CREATE TRIGGER encounter_daily_counts_update AFTER UPDATE ON encounters
+  REFERENCING OLD TABLE AS before_update NEW TABLE AS after_update
+  FOR EACH STATEMENT EXECUTE FUNCTION encounter_daily_counts_after_update();
+-- TRUNCATE would bypass the row triggers: it clears the counts with the encounters.
+CREATE FUNCTION encounter_daily_counts_after_truncate() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  DELETE FROM encounter_daily_counts;
+  RETURN NULL;
+END $$;
+CREATE TRIGGER encounter_daily_counts_truncate AFTER TRUNCATE ON encounters
+  FOR EACH STATEMENT EXECUTE FUNCTION encounter_daily_counts_after_truncate();
+
+INSERT INTO encounter_daily_counts (organization_id, day, clinical_count)
+SELECT organization_id, (created_at AT TIME ZONE 'UTC')::date, count(*)
+FROM encounters WHERE data_class = 'clinical' GROUP BY 1, 2;
+`
+
 export const migrations: ReadonlyArray<Migration> = [
   { version: 1, name: "initial_schema", sql: initialSchema },
   { version: 2, name: "disclosure_recording_order", sql: disclosureRecordingOrder },
-  { version: 3, name: "webhook_outbox", sql: webhookOutbox }
+  { version: 3, name: "webhook_outbox", sql: webhookOutbox },
+  { version: 4, name: "encounter_daily_counts", sql: encounterDailyCounts }
 ]

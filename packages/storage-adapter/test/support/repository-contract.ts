@@ -254,6 +254,70 @@ export const repositoryContract = (factory: TestDatabaseFactory) => {
       })
     )
 
+    it.effect("list: the total is exact for every range, around UTC midnights too, after inserts, updates and deletes", () =>
+      Effect.gen(function* () {
+        const org = unique("org")
+        const other = unique("org")
+        const days = ["2026-04-29", "2026-04-30", "2026-05-01", "2026-05-02"]
+        const edges = ["00:00:00.000", "00:00:00.001", "11:30:00.000", "23:59:59.999"]
+        const times = days.flatMap((day) => edges.map((edge) => `${day}T${edge}Z`))
+        const classes = ["clinical", "clinical", "demo", "clinical", "training"] as const
+        yield* load(
+          fixture({
+            organizations: [organization(org), organization(other)],
+            encounters: [
+              ...times.map((time, index) =>
+                encounter(org, `${org}_e${index}`, time, { data_class: classes[index % classes.length] ?? "clinical" })),
+              ...times.map((time, index) => encounter(other, `${other}_e${index}`, time))
+            ]
+          })
+        )
+        const repository = yield* EncounterRepository
+        const client = yield* PgClient
+        const bounds = [
+          null,
+          "2026-04-28T12:00:00.000Z",
+          "2026-04-30T00:00:00.000Z",
+          "2026-04-30T00:00:00.001Z",
+          "2026-04-30T23:59:59.999Z",
+          "2026-05-01T00:00:00.000Z",
+          "2026-05-01T11:30:00.000Z",
+          "2026-05-02T00:00:00.000Z",
+          "2026-05-03T00:00:00.000Z"
+        ]
+        const expectExactTotals = Effect.gen(function* () {
+          const rows = yield* client.run("test.truth", (sql) => sql<Array<{ created_at: Date }>>`
+            SELECT created_at FROM encounters WHERE organization_id = ${org} AND data_class = 'clinical'`)
+          for (const from of bounds) {
+            for (const to of bounds) {
+              const startAt = from === null ? null : at(from)
+              const endAt = to === null ? null : at(to)
+              if (startAt !== null && endAt !== null && startAt.getTime() >= endAt.getTime()) continue
+              const truth = rows.filter((row) =>
+                (startAt === null || row.created_at.getTime() >= startAt.getTime()) &&
+                (endAt === null || row.created_at.getTime() < endAt.getTime())).length
+              const page = yield* repository.listForOrganization(org as OrganizationId, query({ startAt, endAt, limit: 1 }))
+              expect(page.total, `[${from}, ${to})`).toBe(truth)
+            }
+          }
+          return rows.length
+        })
+        expect(yield* expectExactTotals).toBeGreaterThan(0)
+        // Changes through SQL, as an operator's script might make them: the counts follow.
+        yield* client.run("test.change", (sql) => sql`
+          UPDATE encounters SET data_class = CASE data_class WHEN 'clinical' THEN 'demo' ELSE 'clinical' END
+          WHERE organization_id = ${org} AND encounter_id LIKE ${`${org}_e1%`}`)
+        yield* client.run("test.change", (sql) => sql`
+          UPDATE encounters SET created_at = created_at + interval '1 millisecond'
+          WHERE organization_id = ${org} AND created_at::time = '23:59:59.999'`)
+        yield* client.run("test.change", (sql) => sql`
+          DELETE FROM encounters WHERE organization_id = ${org} AND encounter_id LIKE ${`${org}_e2%`}`)
+        yield* expectExactTotals
+        const otherPage = yield* repository.listForOrganization(other as OrganizationId, query({ limit: 1 }))
+        expect(otherPage.total).toBe(times.length)
+      })
+    )
+
     it.effect("list: an offset past the end gives no items and the exact total", () =>
       Effect.gen(function* () {
         const org = unique("org")
