@@ -27,10 +27,35 @@ export class RequestLogSink extends Context.Tag("@clinical-api/http-adapter/Requ
   { readonly write: (line: string) => Effect.Effect<void> }
 >() {}
 
-/** One JSON line per request on standard output. */
-export const RequestLogSinkStdout: Layer.Layer<RequestLogSink> = Layer.succeed(
+/**
+ * One JSON line per request on standard output. Lines written in one turn of the event loop
+ * leave in one write (a write to a file or pipe is a synchronous system call), at the latest
+ * when the loop turns; the layer's release writes what is left.
+ */
+export const RequestLogSinkStdout: Layer.Layer<RequestLogSink> = Layer.scoped(
   RequestLogSink,
-  RequestLogSink.of({ write: (line) => Effect.sync(() => void process.stdout.write(`${line}\n`)) })
+  Effect.gen(function*() {
+    let pending = ""
+    let scheduled = false
+    const flush = () => {
+      scheduled = false
+      if (pending === "") return
+      const text = pending
+      pending = ""
+      process.stdout.write(text)
+    }
+    yield* Effect.addFinalizer(() => Effect.sync(flush))
+    return RequestLogSink.of({
+      write: (line) =>
+        Effect.sync(() => {
+          pending += `${line}\n`
+          if (!scheduled) {
+            scheduled = true
+            setImmediate(flush)
+          }
+        })
+    })
+  })
 )
 
 /** A sink that keeps the lines in memory, for tests that read or scan the whole log. */

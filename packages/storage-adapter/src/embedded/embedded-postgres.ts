@@ -1,6 +1,4 @@
 import { StoreUnavailable } from "@clinical-api/domain"
-import { PGlite } from "@electric-sql/pglite"
-import { PGLiteSocketServer } from "@electric-sql/pglite-socket"
 import { Effect, type Scope } from "effect"
 
 /**
@@ -33,6 +31,12 @@ export const startEmbeddedPostgres = (
   options: EmbeddedPostgresOptions = {}
 ): Effect.Effect<EmbeddedPostgres, StoreUnavailable, Scope.Scope> =>
   Effect.gen(function* () {
+    // Loaded only when the embedded database is used: PGlite and its WebAssembly build add
+    // about 50 MB to a process that serves a PostgreSQL server.
+    const { PGlite, PGLiteSocketServer } = yield* Effect.tryPromise({
+      try: async () => ({ ...(await import("@electric-sql/pglite")), ...(await import("@electric-sql/pglite-socket")) }),
+      catch: (cause) => new StoreUnavailable({ operation: "embedded.load", cause })
+    })
     const database = yield* Effect.acquireRelease(
       Effect.tryPromise({
         try: () => (options.dataDir === undefined ? PGlite.create() : PGlite.create(options.dataDir)),
