@@ -119,30 +119,30 @@ export const PublicApiLive = Layer.effect(
     const ids = yield* IdGenerator
     const config = yield* PublicApiConfig
 
-    const authorize = Effect.fn("PublicApi.authorize")(function*(request: PublicRequest, operation: OperationId) {
+    const authorize = Effect.fnUntraced(function*(request: PublicRequest, operation: OperationId) {
       const caller = yield* accessPolicy.authorize(request.authorization, operation)
       yield* FiberRef.set(currentCaller, Option.some(caller))
       return caller
     })
 
     /** Authorization, then the query rules of a route that takes no query. */
-    const admit = Effect.fn("PublicApi.admit")(function*(request: PublicRequest, operation: OperationId) {
+    const admit = Effect.fnUntraced(function*(request: PublicRequest, operation: OperationId) {
       const caller = yield* authorize(request, operation)
       yield* fromEither(rejectQueryKeys(request.query))
       return { caller }
     })
 
-    const disclosureEvent = Effect.fn("PublicApi.disclosureEvent")(function*(
+    const disclosureEvent = Effect.fnUntraced(function*(
       caller: Caller,
       request: PublicRequest,
       operation: OperationId,
-      disclosed: { encounterId: EncounterId; documentId: DocumentId | null; patientId: PatientId | null }
+      disclosed: { encounterId: EncounterId; documentId: DocumentId | null; patientId: PatientId | null },
+      occurredAt?: Date
     ) {
       const eventId = DisclosureEventId.make(yield* ids.next("disclosure"))
-      const occurredAt = new Date(yield* Clock.currentTimeMillis)
       const event: DisclosureEvent = {
         eventId,
-        occurredAt,
+        occurredAt: occurredAt ?? new Date(yield* Clock.currentTimeMillis),
         organizationId: caller.organizationId,
         apiKeyId: caller.apiKeyId,
         operationId: operation,
@@ -163,7 +163,7 @@ export const PublicApiLive = Layer.effect(
         Effect.catchTags({ StoreUnavailable: (cause) => Effect.fail(storeUnavailable(cause)), AudioStorageUnavailable: (cause) => Effect.fail(audioStorageUnavailable(cause)) })
       )
 
-    const findAccessibleEncounter = Effect.fn("PublicApi.findAccessibleEncounter")(function*(
+    const findAccessibleEncounter = Effect.fnUntraced(function*(
       caller: Caller,
       rawEncounterId: string
     ) {
@@ -174,7 +174,7 @@ export const PublicApiLive = Layer.effect(
       return yield* fromEither(checkEncounterAccess(caller.organizationId, encounter))
     })
 
-    const findDocumentOfEncounter = Effect.fn("PublicApi.findDocumentOfEncounter")(function*(
+    const findDocumentOfEncounter = Effect.fnUntraced(function*(
       encounter: StoredEncounter,
       rawDocumentId: string
     ) {
@@ -193,12 +193,13 @@ export const PublicApiLive = Layer.effect(
       const listQuery = yield* fromEither(parseListQuery(request.query))
       return yield* readAndRecord(Effect.gen(function*() {
         const page = yield* repository.listForOrganization(caller.organizationId, listQuery)
+        const listedAt = new Date(yield* Clock.currentTimeMillis)
         const events = yield* Effect.forEach(page.items, (encounter) =>
           disclosureEvent(caller, request, operation, {
             encounterId: encounter.encounterId,
             documentId: null,
             patientId: patientIdOf(encounter)
-          }))
+          }, listedAt))
         yield* record(events)
         return presentListResponse(page, listQuery)
       }))
