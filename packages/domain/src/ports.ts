@@ -70,8 +70,10 @@ export class DisclosureRecorder extends Context.Tag("@clinical-api/domain/Disclo
   DisclosureRecorder,
   {
     /**
-     * Records the events durably. It succeeds only once they are committed, so a caller that
-     * answers after it has disclosed nothing unrecorded.
+     * Records the events durably. Alone, it succeeds only once they are committed. Within a
+     * `UnitOfWork` they may be written as late as its commit: the unit of work then succeeds
+     * only once they are committed. Either way a caller that answers after success has
+     * disclosed nothing unrecorded.
      */
     readonly record: (events: ReadonlyArray<DisclosureEvent>) => Effect.Effect<void, StoreUnavailable>
   }

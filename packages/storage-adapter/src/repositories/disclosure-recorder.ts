@@ -2,10 +2,6 @@ import { type DisclosureEvent, DisclosureRecorder } from "@clinical-api/domain"
 import { Effect, Layer } from "effect"
 import { PgClient, type Sql } from "../sql/pg-client.js"
 
-/**
- * Writes all events of one read with a single multi-row INSERT, on the connection of the
- * current transaction when the read runs in a UnitOfWork: they commit with it or not at all.
- */
 /** The multi-row INSERT of disclosure events (exported for the benchmark's floor server). */
 export const disclosureInsertStatement = (sql: Sql, events: ReadonlyArray<DisclosureEvent>) =>
   sql`INSERT INTO disclosure_events ${sql(events.map((event) => ({
@@ -20,11 +16,16 @@ export const disclosureInsertStatement = (sql: Sql, events: ReadonlyArray<Disclo
     request_id: event.requestId
   })))}`
 
+/**
+ * Writes all events of one read with a single multi-row INSERT. Within a UnitOfWork it is sent
+ * with the transaction's COMMIT (`runAtCommit`): the events commit with the read or not at
+ * all, and the unit of work succeeds only once they are committed.
+ */
 export const makeDisclosureRecorder = Effect.gen(function* () {
   const client = yield* PgClient
   const record = Effect.fn("DisclosureRecorder.record")(function* (events: ReadonlyArray<DisclosureEvent>) {
     if (events.length === 0) return
-    yield* client.run("disclosures.record", (sql) => disclosureInsertStatement(sql, events))
+    yield* client.runAtCommit("disclosures.record", (sql) => disclosureInsertStatement(sql, events))
   })
   return DisclosureRecorder.of({ record })
 })

@@ -49,6 +49,18 @@ const DocumentSummaryRow = Schema.Struct({
 })
 type DocumentSummaryRow = typeof DocumentSummaryRow.Type
 
+/** A row of `encounterByIdStatement`: the encounter, and one of its documents if it has any. */
+const EncounterWithDocumentRow = Schema.Struct({
+  ...EncounterRow.fields,
+  doc_document_id: Schema.NullOr(DocumentId),
+  doc_schema_type: Schema.NullOr(SchemaType),
+  doc_title: Schema.NullOr(Schema.String),
+  doc_status: Schema.NullOr(Schema.String),
+  doc_workflow_variant: Schema.NullOr(WorkflowVariant),
+  doc_audio_duration_seconds: Schema.NullOr(Schema.Number),
+  doc_created_at: Schema.NullOr(Schema.DateFromSelf)
+})
+
 const DocumentRow = Schema.Struct({
   ...DocumentSummaryRow.fields,
   updated_at: Schema.DateFromSelf,
@@ -140,11 +152,21 @@ export const documentSummariesStatement = (sql: Sql, encounterIds: ReadonlyArray
   WHERE encounter_id = ANY(${sql.array([...encounterIds])})
   ORDER BY encounter_id, created_at, document_id COLLATE "C"`
 
-/** One encounter with its patient. */
+/**
+ * One encounter with its patient and its documents, in one statement: a row per document
+ * (its columns prefixed `doc_`, in the documents' order), or one row with null `doc_` columns
+ * for an encounter without documents.
+ */
 export const encounterByIdStatement = (sql: Sql, encounterId: string) => sql`
-  SELECT ${encounterColumns(sql)}
-  FROM encounters e LEFT JOIN patients p ON p.patient_id = e.patient_id
-  WHERE e.encounter_id = ${encounterId}`
+  SELECT ${encounterColumns(sql)},
+         d.document_id AS doc_document_id, d.schema_type AS doc_schema_type, d.title AS doc_title,
+         d.status AS doc_status, d.workflow_variant AS doc_workflow_variant,
+         d.audio_duration_seconds AS doc_audio_duration_seconds, d.created_at AS doc_created_at
+  FROM encounters e
+  LEFT JOIN patients p ON p.patient_id = e.patient_id
+  LEFT JOIN documents d ON d.encounter_id = e.encounter_id
+  WHERE e.encounter_id = ${encounterId}
+  ORDER BY d.created_at, d.document_id COLLATE "C"`
 
 /** One document with its recording reference, if any. */
 export const documentByIdStatement = (sql: Sql, documentId: string) => sql`
@@ -239,11 +261,23 @@ export const makeEncounterRepository = Effect.gen(function* () {
   const findEncounter = Effect.fn("EncounterRepository.findEncounter")(function* (encounterId: EncounterId) {
     const rows = yield* client
       .run("encounters.find", (sql) => encounterByIdStatement(sql, encounterId))
-      .pipe(Effect.flatMap(decodeRows(EncounterRow, "encounters.find")))
+      .pipe(Effect.flatMap(decodeRows(EncounterWithDocumentRow, "encounters.find")))
     const row = rows[0]
     if (row === undefined) return Option.none<StoredEncounter>()
-    const documents = yield* documentsByEncounter([row.encounter_id])
-    return Option.some(toStoredEncounter(row, documents.get(row.encounter_id) ?? []))
+    const documents: Array<StoredDocumentSummary> = []
+    for (const document of rows) {
+      if (document.doc_document_id === null || document.doc_schema_type === null || document.doc_created_at === null) continue
+      documents.push({
+        documentId: document.doc_document_id,
+        schemaType: document.doc_schema_type,
+        title: document.doc_title,
+        status: document.doc_status,
+        workflowVariant: document.doc_workflow_variant,
+        audioDurationSeconds: document.doc_audio_duration_seconds,
+        createdAt: document.doc_created_at
+      })
+    }
+    return Option.some(toStoredEncounter(row, documents))
   })
 
   const findDocument = Effect.fn("EncounterRepository.findDocument")(function* (documentId: DocumentId) {

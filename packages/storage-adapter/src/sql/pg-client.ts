@@ -31,6 +31,13 @@ export interface PgClientService {
   /** Runs `query` on the current transaction's connection, or on the pool outside one. */
   readonly run: <A>(operation: string, query: (sql: Sql) => Promise<A>) => Effect.Effect<A, StoreUnavailable>
   /**
+   * Runs a write that nothing after it reads back (an audit INSERT). Inside a transaction it
+   * is sent together with the COMMIT, in one round trip, and the transaction commits only if it
+   * succeeds (otherwise the unit of work fails and nothing is committed); outside one it runs
+   * at once.
+   */
+  readonly runAtCommit: (operation: string, query: (sql: Sql) => Promise<unknown>) => Effect.Effect<void, StoreUnavailable>
+  /**
    * Runs `effect` in one transaction. A failure of `effect` (typed error, defect or
    * interruption) rolls back and is re-raised unchanged; nested calls join the outer one.
    */
@@ -39,9 +46,16 @@ export interface PgClientService {
 
 export class PgClient extends Context.Tag("@clinical-api/storage-adapter/PgClient")<PgClient, PgClientService>() {}
 
+interface DeferredWrite {
+  readonly operation: string
+  readonly query: (sql: Sql) => Promise<unknown>
+}
+
 interface CurrentTransaction {
   readonly pool: Sql
   readonly connection: postgres.ReservedSql
+  /** The `runAtCommit` writes of this transaction, in order. */
+  readonly atCommit: Array<DeferredWrite>
 }
 
 const currentTransaction = FiberRef.unsafeMake<Option.Option<CurrentTransaction>>(Option.none())
@@ -72,6 +86,36 @@ export const makePgClient = (options: PgClientOptions): Effect.Effect<PgClientSe
     const run = <A>(operation: string, query: (sql: Sql) => Promise<A>): Effect.Effect<A, StoreUnavailable> =>
       Effect.flatMap(connectionFor, (sql) => Effect.tryPromise({ try: () => query(sql), catch: unavailable(operation) }))
 
+    const runAtCommit = (operation: string, query: (sql: Sql) => Promise<unknown>): Effect.Effect<void, StoreUnavailable> =>
+      Effect.flatMap(FiberRef.get(currentTransaction), (current) => {
+        if (Option.isSome(current) && current.value.pool === pool) {
+          current.value.atCommit.push({ operation, query })
+          return Effect.void
+        }
+        return Effect.asVoid(run(operation, query))
+      })
+
+    /**
+     * The deferred writes and COMMIT, sent at once (postgres.js writes the statements of one
+     * tick in one packet). A failed write aborts the transaction, so the COMMIT that follows
+     * it only rolls back: the first failure is the unit of work's failure.
+     */
+    const commit = (connection: postgres.ReservedSql, atCommit: ReadonlyArray<DeferredWrite>) =>
+      Effect.flatMap(
+        Effect.promise(() => {
+          // A postgres.js query is sent in the order it is first awaited or executed, not
+          // built: each write is started (`then`) before the COMMIT is, so none can follow it.
+          const writes = atCommit.map((write) => write.query(connection).then((value) => value))
+          return Promise.allSettled([...writes, connection`COMMIT`.execute()])
+        }),
+        (settled) => {
+          const failed = settled.findIndex((outcome) => outcome.status === "rejected")
+          const outcome = settled[failed]
+          if (outcome === undefined || outcome.status !== "rejected") return Effect.void
+          return Effect.fail(unavailable(atCommit[failed]?.operation ?? "transaction.commit")(outcome.reason))
+        }
+      )
+
     const transactionally = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | StoreUnavailable, R> =>
       Effect.flatMap(FiberRef.get(currentTransaction), (current) =>
         Option.isSome(current) && current.value.pool === pool
@@ -80,9 +124,14 @@ export const makePgClient = (options: PgClientOptions): Effect.Effect<PgClientSe
               Effect.tryPromise({ try: () => pool.reserve(), catch: unavailable("transaction.begin") }),
               (connection) =>
                 Effect.gen(function* () {
-                  yield* Effect.tryPromise({ try: () => connection`BEGIN`, catch: unavailable("transaction.begin") })
-                  const result = yield* Effect.locally(effect, currentTransaction, Option.some({ pool, connection }))
-                  yield* Effect.tryPromise({ try: () => connection`COMMIT`, catch: unavailable("transaction.commit") })
+                  // BEGIN is sent now but not awaited: it leaves in one packet with the first
+                  // statement of `effect`, and its outcome is checked before the commit.
+                  const begun = connection`BEGIN`.execute()
+                  begun.catch(() => undefined)
+                  const atCommit: Array<DeferredWrite> = []
+                  const result = yield* Effect.locally(effect, currentTransaction, Option.some({ pool, connection, atCommit }))
+                  yield* Effect.tryPromise({ try: () => begun, catch: unavailable("transaction.begin") })
+                  yield* commit(connection, atCommit)
                   return result
                 }),
               (connection, exit) =>
@@ -96,7 +145,7 @@ export const makePgClient = (options: PgClientOptions): Effect.Effect<PgClientSe
             )
       )
 
-    return { pool, run, transactionally }
+    return { pool, run, runAtCommit, transactionally }
   })
 
 export const PgClientLayer = (options: PgClientOptions): Layer.Layer<PgClient> =>

@@ -19,7 +19,7 @@ import {
   UnitOfWork
 } from "@clinical-api/domain"
 import { expect, layer } from "@effect/vitest"
-import { Chunk, Context, Effect, Either, Exit, Layer, Option, Redacted, Stream } from "effect"
+import { Cause, Chunk, Context, Effect, Either, Exit, Layer, Option, Redacted, Stream } from "effect"
 import {
   EmbeddedAudioStorageLayer,
   encounterPageStatement,
@@ -744,6 +744,17 @@ export const repositoryContract = (factory: TestDatabaseFactory) => {
         )
         expect(died).toEqual(Exit.die("boom"))
         expect(yield* countRows("disclosure_events", "event_id", [rolledBack.eventId, defected.eventId])).toBe(0)
+        // The events are written with the COMMIT: one that cannot be written (here an event id
+        // already stored) fails the unit of work after its effect succeeded, and nothing of it commits.
+        const beside = yield* event(org, "2026-05-01T10:32:00.000Z", "enc_beside")
+        const refusedAtCommit = yield* Effect.exit(
+          unitOfWork.transactionally(Effect.as(Effect.zipRight(recorder.record([beside]), recorder.record([committed[0]!])), "read"))
+        )
+        expect(Exit.isFailure(refusedAtCommit) && Cause.failureOption(refusedAtCommit.cause).pipe(
+          Option.map((error) => (error as StoreUnavailable).operation),
+          Option.getOrNull
+        )).toBe("disclosures.record")
+        expect(yield* countRows("disclosure_events", "event_id", [beside.eventId])).toBe(0)
 
         const exported = yield* Stream.runCollect(
           operator.exportDisclosures({
