@@ -170,12 +170,21 @@ type Tx = TransactionSql
 const asSql = (tx: Tx): Sql => tx as unknown as Sql
 
 const findEncounter = async (tx: Tx, caller: Caller, encounterId: string) => {
-  const [row] = await encounterByIdStatement(asSql(tx), encounterId)
+  const rows = await encounterByIdStatement(asSql(tx), encounterId)
+  const [row] = rows
   if (row === undefined) throw new Refusal(404)
   if (row["organization_id"] !== caller.organizationId) throw new Refusal(403)
   if (row["data_class"] !== "clinical") throw new Refusal(403)
-  const documents = await documentsOf(asSql(tx), [encounterId])
-  return toEncounter(row, documents.get(encounterId) ?? [])
+  const documents = rows.filter((document) => document["doc_document_id"] !== null).map((document) => ({
+    documentId: document["doc_document_id"],
+    schemaType: document["doc_schema_type"],
+    title: document["doc_title"],
+    status: document["doc_status"],
+    workflowVariant: document["doc_workflow_variant"],
+    audioDurationSeconds: document["doc_audio_duration_seconds"],
+    createdAt: document["doc_created_at"]
+  }))
+  return toEncounter(row, documents)
 }
 
 const findDocument = async (tx: Tx, encounter: StoredEncounter, documentId: string) => {

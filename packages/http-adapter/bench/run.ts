@@ -16,7 +16,7 @@
  * Writes bench/results.json and the results and query plans into README.md's Performance section.
  */
 import { type ChildProcess, spawn } from "node:child_process"
-import { readFileSync, writeFileSync } from "node:fs"
+import { readdirSync, readFileSync, writeFileSync } from "node:fs"
 import { cpus } from "node:os"
 import { dirname, resolve } from "node:path"
 import { fileURLToPath } from "node:url"
@@ -271,6 +271,9 @@ interface Figures {
   readonly requests: number
   readonly non2xx: number
   readonly errors: number
+  /** CPU time per request of the server process and of PostgreSQL, in ms (where the 2 cores went). */
+  readonly serverCpuMsPerRequest?: number
+  readonly postgresCpuMsPerRequest?: number
 }
 
 const drive = (base: string, route: BenchRoute, token: string, seconds: number): Promise<Figures> => {
@@ -311,6 +314,26 @@ const memoryOf = (pid: number) => {
   return { rssMb: field("VmRSS"), peakMb: field("VmHWM") }
 }
 
+/** CPU seconds (user + system) of a process, from /proc/{pid}/stat (in clock ticks of 1/100 s). */
+const cpuSecondsOf = (pid: number | string): number => {
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, "utf8").replace(/^.*\) /, "").split(" ")
+    return (Number(fields[11]) + Number(fields[12])) / 100
+  } catch {
+    return 0 // the process ended between the listing and the read
+  }
+}
+
+/** CPU seconds of every PostgreSQL server process on this machine (the database's share of the work). */
+const postgresCpuSeconds = (): number =>
+  readdirSync("/proc").filter((entry) => /^\d+$/.test(entry)).reduce((total, pid) => {
+    try {
+      return readFileSync(`/proc/${pid}/comm`, "utf8").trim() === "postgres" ? total + cpuSecondsOf(pid) : total
+    } catch {
+      return total
+    }
+  }, 0)
+
 /** EXPLAIN (ANALYZE, BUFFERS) of every statement of the routes, in a transaction rolled back. */
 const explainAll = async (sql: Sql, samples: Samples, tokenDigest: string) => {
   const plans: Array<{ name: string; plan: string }> = []
@@ -340,7 +363,7 @@ const explainAll = async (sql: Sql, samples: Samples, tokenDigest: string) => {
     )
     await explain("list, limit 100", encounterPageStatement(txSql, organization, { ...listQuery, limit: 100 }))
     await explain("documents of a page (50 encounters)", documentSummariesStatement(txSql, samples.encounters.slice(0, 50)))
-    if (encounter !== undefined) await explain("encounter by id", encounterByIdStatement(txSql, encounter))
+    if (encounter !== undefined) await explain("encounter by id, with its patient and documents", encounterByIdStatement(txSql, encounter))
     if (document !== undefined) await explain("document by id", documentByIdStatement(txSql, document[1]))
     if (transcript !== undefined) await explain("final transcript", finalTranscriptStatement(txSql, transcript[1]))
     const now = new Date()
@@ -417,9 +440,17 @@ const main = async () => {
     try {
       for (const route of routes) {
         const figures: Record<string, Figures> = {}
-        for (const [name, base] of [["service", serviceBase], ["floor", floorBase]] as const) {
+        for (const [name, base, pid] of [["service", serviceBase, service.pid], ["floor", floorBase, floor.pid]] as const) {
           if (warmup > 0) await drive(base, route, token, warmup)
-          figures[name] = await drive(base, route, token, duration)
+          const serverCpuBefore = pid === undefined ? 0 : cpuSecondsOf(pid)
+          const postgresCpuBefore = postgresCpuSeconds()
+          const measured = await drive(base, route, token, duration)
+          const perRequestMs = (seconds: number) => measured.requests === 0 ? 0 : round((seconds * 1000) / measured.requests, 3)
+          figures[name] = {
+            ...measured,
+            serverCpuMsPerRequest: perRequestMs(pid === undefined ? 0 : cpuSecondsOf(pid) - serverCpuBefore),
+            postgresCpuMsPerRequest: perRequestMs(postgresCpuSeconds() - postgresCpuBefore)
+          }
         }
         const s = figures["service"]
         const f = figures["floor"]
@@ -429,7 +460,8 @@ const main = async () => {
           `${route.label.padEnd(34)} service ${s.requestsPerSecond.toFixed(0).padStart(6)} req/s ` +
             `p50 ${String(s.p50Ms).padStart(4)} ms p99 ${String(s.p99Ms).padStart(4)} ms | floor ` +
             `${f.requestsPerSecond.toFixed(0).padStart(6)} req/s p50 ${String(f.p50Ms).padStart(4)} ms ` +
-            `p99 ${String(f.p99Ms).padStart(4)} ms | ratio ${ratio.toFixed(2)}` +
+            `p99 ${String(f.p99Ms).padStart(4)} ms | ratio ${ratio.toFixed(2)} | CPU ms/request service ` +
+            `${s.serverCpuMsPerRequest} + pg ${s.postgresCpuMsPerRequest}, floor ${f.serverCpuMsPerRequest} + pg ${f.postgresCpuMsPerRequest}` +
             (s.non2xx + s.errors + f.non2xx + f.errors > 0
               ? ` (non-2xx/errors: service ${s.non2xx}/${s.errors}, floor ${f.non2xx}/${f.errors})`
               : "")
