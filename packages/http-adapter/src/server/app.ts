@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto"
-import { createServer } from "node:http"
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http"
 import {
   currentCaller,
   type OperationId,
@@ -15,23 +15,30 @@ import {
   type HttpApp,
   type HttpRouter,
   HttpServer,
-  type HttpServerError,
+  HttpServerError,
   HttpServerRequest,
   HttpServerResponse
 } from "@effect/platform"
 import { NodeHttpServer } from "@effect/platform-node"
-import { Cause, Clock, Context, Duration, Effect, Either, FiberRef, Layer, Option } from "effect"
+import { Cause, Clock, Context, Duration, Effect, Either, type Fiber, FiberRef, Layer, Option, Runtime } from "effect"
 import { PublicApiHandlersLive } from "./handlers.js"
 import { matchMediaPath, MEDIA_ROUTE_TEMPLATE, serveMedia } from "./media.js"
-import { makeRequestMetrics, matchOperationsPath, serveOperations } from "./operations.js"
+import { makeRequestMetrics, matchOperationsPath, type OperationsPath, serveOperations } from "./operations.js"
 import { answerClientError } from "./transport-errors.js"
 import { errorResponse } from "./request-context.js"
 import { type RequestLogEntry, RequestLogSink } from "./request-log.js"
 import { acceptCallerRequestId, matchRoute, parseQuery, type RouteMatch, splitRequestTarget } from "./routing.js"
 import { PublicHttpApi } from "../api/definition.js"
 
-/** The whole HTTP surface as one app that never fails: every outcome is an exact response. */
-export type PublicHttpAppService = HttpApp.Default<never, HttpRouter.HttpRouter.DefaultServices>
+export interface PublicHttpAppService {
+  /** The whole HTTP surface as one app that never fails: every outcome is an exact response. */
+  readonly app: HttpApp.Default<never, HttpRouter.HttpRouter.DefaultServices>
+  /**
+   * Serves a GET of one of the five operations directly on Node, with the answer `app` would
+   * give, and returns true; returns false, touching nothing, for any other request.
+   */
+  readonly serveOnNode: (request: IncomingMessage, response: ServerResponse) => boolean
+}
 
 export class PublicHttpApp extends Context.Tag("@clinical-api/http-adapter/PublicHttpApp")<
   PublicHttpApp,
@@ -117,12 +124,36 @@ const useCaseOf = (
 const jsonResponse = (body: unknown): HttpServerResponse.HttpServerResponse =>
   HttpServerResponse.text(JSON.stringify(body), { contentType: "application/json" })
 
+/** What `answer` reads of a request: the platform's request and Node's both have this shape. */
+interface RequestView {
+  readonly method: string
+  readonly url: string
+  readonly headers: Readonly<Record<string, string | ReadonlyArray<string> | undefined>>
+}
+
+/** A header's value; Node gives an array only for `set-cookie`, which no request needs. */
+const firstHeader = (value: string | ReadonlyArray<string> | undefined): string | undefined =>
+  typeof value === "string" || value === undefined ? value : value[0]
+
+type OtherTarget =
+  | { readonly _tag: "Operations"; readonly path: OperationsPath }
+  | { readonly _tag: "Media"; readonly token: string }
+  | { readonly _tag: "Documentation"; readonly match: RouteMatch }
+
+const answered = (response: HttpServerResponse.HttpServerResponse): Outcome => ({
+  response,
+  reasonCode: null,
+  detail: null,
+  organizationId: null
+})
+
 const makePublicHttpApp = (
   api: Context.Tag.Service<PublicApi>,
   inner: HttpApp.Default<unknown, HttpRouter.HttpRouter.DefaultServices>,
   sink: Context.Tag.Service<RequestLogSink>,
   media: Option.Option<Context.Tag.Service<EmbeddedAudioObjects>>,
-  database: Option.Option<PgClientService>
+  database: Option.Option<PgClientService>,
+  runFork: <A>(effect: Effect.Effect<A>) => Fiber.RuntimeFiber<A>
 ): PublicHttpAppService => {
   const metrics = makeRequestMetrics()
 
@@ -161,59 +192,116 @@ const makePublicHttpApp = (
       Effect.catchAllCause((cause) => Effect.succeed(refused(recover(cause))))
     )
 
-  return Effect.gen(function*() {
-    const request = yield* HttpServerRequest.HttpServerRequest
-    const startedAt = performance.now()
-    const requestId = acceptCallerRequestId(request.headers["x-request-id"]) ?? newRequestId()
-    const { pathname, rawQuery } = splitRequestTarget(request.url)
-    const operationsPath = matchOperationsPath(pathname)
-    const mediaToken = Option.isSome(media) ? matchMediaPath(pathname) : undefined
-    const match = mediaToken === undefined ? matchRoute(pathname) : undefined
-    metrics.started()
+  /**
+   * The answer to one request: routing, the outcome, the response headers every answer
+   * carries, the log line and the metrics. `serveOther` answers what only the platform can
+   * (documentation, media, operations endpoints); the Node fast path never asks it.
+   */
+  const answer = <R>(
+    view: RequestView,
+    serveOther: (target: OtherTarget) => Effect.Effect<Outcome, never, R>
+  ): Effect.Effect<HttpServerResponse.HttpServerResponse, never, R> =>
+    Effect.gen(function*() {
+      const startedAt = performance.now()
+      const requestId = acceptCallerRequestId(firstHeader(view.headers["x-request-id"])) ?? newRequestId()
+      const { pathname, rawQuery } = splitRequestTarget(view.url)
+      const operationsPath = matchOperationsPath(pathname)
+      const mediaToken = Option.isSome(media) ? matchMediaPath(pathname) : undefined
+      const match = mediaToken === undefined ? matchRoute(pathname) : undefined
+      metrics.started()
 
-    const outcome: Outcome = operationsPath !== undefined
-      ? !ALLOWED_METHODS.has(request.method)
+      const outcome: Outcome = operationsPath !== undefined
+        ? !ALLOWED_METHODS.has(view.method)
+          ? refused(refusal("method_not_allowed"))
+          : yield* serveOther({ _tag: "Operations", path: operationsPath })
+        : mediaToken !== undefined
+        ? !ALLOWED_METHODS.has(view.method)
+          ? refused(refusal("method_not_allowed"))
+          : yield* serveOther({ _tag: "Media", token: mediaToken })
+        : match === undefined
+        ? refused(refusal("route_not_found"))
+        : !ALLOWED_METHODS.has(view.method)
         ? refused(refusal("method_not_allowed"))
-        : { response: yield* serveOperations(operationsPath, metrics, database), reasonCode: null, detail: null, organizationId: null }
-      : Option.isSome(media) && mediaToken !== undefined
-      ? !ALLOWED_METHODS.has(request.method)
-        ? refused(refusal("method_not_allowed"))
-        : { ...(yield* serveMedia(media.value, request, mediaToken)), organizationId: null }
-      : match === undefined
-      ? refused(refusal("route_not_found"))
-      : !ALLOWED_METHODS.has(request.method)
-      ? refused(refusal("method_not_allowed"))
-      : match.route.operationId === null
-      ? yield* serveDocumentation(request, match)
-      : yield* serveOperation(match.route.operationId, match, {
-        requestId: RequestId.make(requestId),
-        authorization: request.headers.authorization,
-        query: parseQuery(rawQuery)
+        : match.route.operationId === null
+        ? yield* serveOther({ _tag: "Documentation", match })
+        : yield* serveOperation(match.route.operationId, match, {
+          requestId: RequestId.make(requestId),
+          authorization: firstHeader(view.headers.authorization),
+          query: parseQuery(rawQuery)
+        })
+
+      const response = HttpServerResponse.setHeaders(outcome.response, {
+        "cache-control": "no-store",
+        "x-request-id": requestId
       })
+      const now = yield* Clock.currentTimeMillis
+      const entry: RequestLogEntry = {
+        level: response.status >= 500 ? "error" : response.status >= 400 ? "warn" : "info",
+        message: "http_request",
+        time: new Date(now).toISOString(),
+        request_id: requestId,
+        method: view.method,
+        route: operationsPath ?? (mediaToken === undefined ? match?.route.template ?? null : MEDIA_ROUTE_TEMPLATE),
+        operation_id: match?.route.operationId ?? null,
+        status: response.status,
+        reason_code: outcome.reasonCode,
+        organization_id: outcome.organizationId,
+        duration_ms: Math.round((performance.now() - startedAt) * 1000) / 1000,
+        detail: outcome.detail
+      }
+      yield* sink.write(JSON.stringify(entry))
+      metrics.observe(entry.operation_id ?? entry.route ?? "unmatched", entry.status, entry.duration_ms / 1000)
+      return response
+    }).pipe(Effect.ensuring(Effect.sync(metrics.finished)))
 
-    const response = HttpServerResponse.setHeaders(outcome.response, {
-      "cache-control": "no-store",
-      "x-request-id": requestId
+  const app: PublicHttpAppService["app"] = Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) =>
+    answer(request, (target) => {
+      switch (target._tag) {
+        case "Operations":
+          return Effect.map(serveOperations(target.path, metrics, database), (response) => answered(response))
+        case "Media":
+          return Option.isSome(media)
+            ? Effect.map(serveMedia(media.value, request, target.token), (served) => ({ ...served, organizationId: null }))
+            : Effect.succeed(refused(refusal("route_not_found")))
+        case "Documentation":
+          return serveDocumentation(request, target.match)
+      }
+    }))
+
+  const notOnFastPath = (): Effect.Effect<Outcome> => Effect.die(new Error("not a fast-path request"))
+
+  /**
+   * A GET of one of the five operations, served straight on Node: the same `answer` as the
+   * platform app gives, without the platform's per-request request and response wrappers, span
+   * and response pipeline (together about as much CPU as the use case itself). Anything else
+   * is left to the platform: the caller passes it on when this returns false.
+   */
+  const serveOnNode = (nodeRequest: IncomingMessage, nodeResponse: ServerResponse): boolean => {
+    const url = nodeRequest.url ?? "/"
+    if (nodeRequest.method !== "GET") return false
+    const { pathname } = splitRequestTarget(url)
+    if (matchOperationsPath(pathname) !== undefined) return false
+    if (Option.isSome(media) && matchMediaPath(pathname) !== undefined) return false
+    const match = matchRoute(pathname)
+    if (match === undefined || match.route.operationId === null) return false
+    const fiber = runFork(answer({ method: "GET", url, headers: nodeRequest.headers }, notOnFastPath).pipe(
+      Effect.flatMap((response) =>
+        Effect.sync(() => {
+          if (nodeResponse.writableEnded) return
+          const body = response.body
+          nodeResponse.writeHead(response.status, response.headers)
+          nodeResponse.end(body._tag === "Uint8Array" ? body.body : undefined)
+        })
+      ),
+      Effect.uninterruptible
+    ))
+    nodeResponse.on("close", () => {
+      if (!nodeResponse.writableEnded) fiber.unsafeInterruptAsFork(fiber.id())
     })
-    const now = yield* Clock.currentTimeMillis
-    const entry: RequestLogEntry = {
-      level: response.status >= 500 ? "error" : response.status >= 400 ? "warn" : "info",
-      message: "http_request",
-      time: new Date(now).toISOString(),
-      request_id: requestId,
-      method: request.method,
-      route: operationsPath ?? (mediaToken === undefined ? match?.route.template ?? null : MEDIA_ROUTE_TEMPLATE),
-      operation_id: match?.route.operationId ?? null,
-      status: response.status,
-      reason_code: outcome.reasonCode,
-      organization_id: outcome.organizationId,
-      duration_ms: Math.round((performance.now() - startedAt) * 1000) / 1000,
-      detail: outcome.detail
-    }
-    yield* sink.write(JSON.stringify(entry))
-    metrics.observe(entry.operation_id ?? entry.route ?? "unmatched", entry.status, entry.duration_ms / 1000)
-    return response
-  }).pipe(Effect.ensuring(Effect.sync(metrics.finished)))
+    return true
+  }
+
+  return { app, serveOnNode }
 }
 
 const ScalarConfig = { withDefaultFonts: false, hideTestRequestButton: true, defaultOpenAllTags: true } as const
@@ -239,7 +327,8 @@ export const HttpApiRoutesLive: Layer.Layer<PublicHttpApp, never, PublicApi | Re
     const media = yield* Effect.serviceOption(EmbeddedAudioObjects)
     // The operations endpoints probe the database when the app is built over one.
     const database = yield* Effect.serviceOption(PgClient)
-    return makePublicHttpApp(api, inner, sink, media, database)
+    const runFork = Runtime.runFork(yield* Effect.runtime<never>())
+    return makePublicHttpApp(api, inner, sink, media, database, runFork)
   })
 ).pipe(
   Layer.provide(RoutesLive),
@@ -302,12 +391,50 @@ export const makeHttpServerLayer = (
         })
       )
     }))
-    const serve = Layer.unwrapEffect(Effect.map(PublicHttpApp, (app) => HttpServer.serve(app)))
+    const serve = Layer.unwrapEffect(Effect.map(PublicHttpApp, (app) => HttpServer.serve(app.app)))
     return drainOnShutdown.pipe(
       Layer.provideMerge(serve),
-      Layer.provideMerge(NodeHttpServer.layer(() => server, {
-        port: options.port,
-        ...(options.host === undefined ? {} : { host: options.host })
-      }))
+      Layer.provideMerge(Layer.scoped(HttpServer.HttpServer, listen(server, options))),
+      Layer.provideMerge(NodeHttpServer.layerContext)
     )
   }))
+
+/**
+ * `NodeHttpServer.make` without WebSockets, and with the five operations answered on Node
+ * first (`PublicHttpApp.serveOnNode`); every other request goes to the platform's handler.
+ */
+const listen = (server: Server, options: HttpServerOptions) =>
+  Effect.gen(function*() {
+    yield* Effect.acquireRelease(
+      Effect.async<void, HttpServerError.ServeError>((resume) => {
+        const onError = (cause: unknown) => resume(Effect.fail(new HttpServerError.ServeError({ cause })))
+        server.once("error", onError)
+        server.listen({ port: options.port, ...(options.host === undefined ? {} : { host: options.host }) }, () => {
+          server.off("error", onError)
+          resume(Effect.void)
+        })
+      }),
+      () => Effect.async<void>((resume) => {
+        if (!server.listening) return resume(Effect.void)
+        server.close(() => resume(Effect.void))
+      })
+    )
+    const address = server.address()
+    const { serveOnNode } = yield* PublicHttpApp
+    return HttpServer.make({
+      address: typeof address === "string" || address === null
+        ? { _tag: "UnixAddress", path: String(address) }
+        : { _tag: "TcpAddress", hostname: address.address === "::" ? "0.0.0.0" : address.address, port: address.port },
+      serve: (app, middleware) =>
+        Effect.gen(function*() {
+          const platformHandler = yield* (middleware === undefined
+            ? NodeHttpServer.makeHandler(app)
+            : NodeHttpServer.makeHandler(app, middleware))
+          const handler = (request: IncomingMessage, response: ServerResponse) => {
+            if (!serveOnNode(request, response)) platformHandler(request, response)
+          }
+          server.on("request", handler)
+          yield* Effect.addFinalizer(() => Effect.sync(() => server.off("request", handler)))
+        })
+    })
+  })
