@@ -7,10 +7,12 @@ import { printBanner, ServiceLive, Startup } from "./service.js"
  * data by default). SIGINT and SIGTERM interrupt the main fiber: the server stops accepting,
  * drains requests in flight, then the pool and the embedded database close.
  */
+// No tracer is configured (no exporter), so the spans of `Effect.fn` would only cost: they are
+// made no-ops. A deployment that adds a tracer turns them back on here.
 const main = Effect.gen(function*() {
   yield* printBanner(yield* Startup)
   return yield* Effect.never
-}).pipe(Effect.provide(ServiceLive))
+}).pipe(Effect.provide(ServiceLive), Effect.withTracerEnabled(false))
 
 /** A start that fails says why in one readable block, and exits non-zero. */
 const reportStartFailure = (cause: Cause.Cause<unknown>) => {
