@@ -1,4 +1,5 @@
 import {
+  AudioDurationSeconds,
   CalendarDate,
   DataClass,
   DocumentId,
@@ -7,9 +8,10 @@ import {
   EncounterRepository,
   OrganizationId,
   PatientId,
-  PublicFinalTranscript,
+  type PublicFinalTranscript,
+  type PublicTranscriptTurn,
   SchemaType,
-  type StoreUnavailable,
+  StoreUnavailable,
   type StoredDocumentSummary,
   type StoredDocument,
   type StoredEncounter,
@@ -68,6 +70,33 @@ const DocumentRow = Schema.Struct({
   storage_key: Schema.NullOr(Schema.String),
   content_type: Schema.NullOr(Schema.String)
 })
+
+/** A final transcript's own fields; its turns are checked by `checkedTurns`. */
+const TranscriptHeadRow = Schema.Struct({
+  provider: Schema.String,
+  audio_duration_seconds: Schema.NullOr(AudioDurationSeconds),
+  turns: Schema.Unknown
+})
+
+const TURN_KEYS = 4
+
+/**
+ * The turns as `json_agg` built them from typed columns, checked field by field for the shape
+ * of `PublicTranscriptTurn`: decoding a 200-turn transcript with Schema cost about twenty
+ * times its JSON encoding.
+ */
+const checkedTurns = (turns: unknown): ReadonlyArray<PublicTranscriptTurn> | undefined => {
+  if (!Array.isArray(turns)) return undefined
+  for (const turn of turns as ReadonlyArray<unknown>) {
+    if (typeof turn !== "object" || turn === null) return undefined
+    const { speaker, text, start, end } = turn as Record<string, unknown>
+    if (typeof speaker !== "string" || typeof text !== "string" || !Number.isFinite(start) || !Number.isFinite(end)) {
+      return undefined
+    }
+    if (Object.keys(turn).length !== TURN_KEYS) return undefined
+  }
+  return turns as ReadonlyArray<PublicTranscriptTurn>
+}
 
 const encounterColumns = (sql: Sql) => sql`
   e.encounter_id, e.organization_id, e.data_class, e.created_at, e.updated_at, e.date_of_service, e.status,
@@ -308,8 +337,14 @@ export const makeEncounterRepository = Effect.gen(function* () {
   const findFinalTranscript = Effect.fn("EncounterRepository.findFinalTranscript")(function* (documentId: DocumentId) {
     const rows = yield* client
       .run("transcripts.find", (sql) => finalTranscriptStatement(sql, documentId))
-      .pipe(Effect.flatMap(decodeRows(PublicFinalTranscript, "transcripts.find")))
-    return Option.fromNullable(rows[0])
+      .pipe(Effect.flatMap(decodeRows(TranscriptHeadRow, "transcripts.find")))
+    const row = rows[0]
+    if (row === undefined) return Option.none<PublicFinalTranscript>()
+    const turns = checkedTurns(row.turns)
+    if (turns === undefined) {
+      return yield* new StoreUnavailable({ operation: "transcripts.find.decode", cause: "a turn is not { speaker, text, start, end }" })
+    }
+    return Option.some<PublicFinalTranscript>({ provider: row.provider, audio_duration_seconds: row.audio_duration_seconds, turns })
   })
 
   return EncounterRepository.of({ listForOrganization, findEncounter, findDocument, findFinalTranscript })

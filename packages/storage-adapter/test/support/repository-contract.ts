@@ -544,6 +544,16 @@ export const repositoryContract = (factory: TestDatabaseFactory) => {
             }
           }
         }
+        // A turn the service cannot serve (a start that is not a finite number) is the store's
+        // failure, not a transcript with a bad turn.
+        const transcribed = example.encounters.flatMap((encounter) => encounter.documents)
+          .find((document) => document.transcript != null && document.transcript.turns.length > 0)
+        if (transcribed === undefined) throw new Error("the example fixture has no transcript with turns")
+        const pg = yield* PgClient
+        yield* pg.run("test.corrupt-turn", (sql) =>
+          sql`UPDATE transcript_turns SET start_seconds = 'NaN' WHERE document_id = ${transcribed.document_id} AND ordinal = 0`)
+        const corrupt = yield* Effect.flip(repository.findFinalTranscript(transcribed.document_id as DocumentId))
+        expect(corrupt).toMatchObject({ _tag: "StoreUnavailable", operation: "transcripts.find.decode" })
         // Loading it again is refused as a whole.
         const again = yield* Effect.flip(load(exampleFixtureText))
         expect(again).toBeInstanceOf(FixtureRejected)
