@@ -43,6 +43,7 @@ import {
   type Sql
 } from "@clinical-api/storage-adapter"
 import autocannon from "autocannon"
+import { startScriptNodeFlags } from "../scripts/service-process.js"
 import { Effect, Exit, Redacted, Scope } from "effect"
 
 /** A raw postgres.js pool (the storage adapter's), closed with its scope. */
@@ -425,7 +426,10 @@ const main = async () => {
     "service",
     "packages/http-adapter/src/main.ts",
     { ...shared, PORT: String(servicePort) },
-    profileDir === undefined || profileDir === "" ? [] : ["--cpu-prof", `--cpu-prof-dir=${resolve(profileDir)}`]
+    [
+      ...startScriptNodeFlags(),
+      ...(profileDir === undefined || profileDir === "" ? [] : ["--cpu-prof", `--cpu-prof-dir=${resolve(profileDir)}`])
+    ]
   )
   const floor = startProcess("floor", "packages/http-adapter/bench/floor-server.ts", { ...shared, PORT: String(floorPort) })
   const results: Array<Record<string, unknown>> = []

@@ -15,6 +15,15 @@ const serviceEntry = fileURLToPath(new URL("../src/main.ts", import.meta.url))
 const cliEntry = fileURLToPath(new URL("../src/cli/main.ts", import.meta.url))
 export const sandboxFixtureFile = fileURLToPath(new URL("../../storage-adapter/fixtures/sandbox.fixture.json", import.meta.url))
 
+/**
+ * The Node flags of the `start` script that size the process (its heap limit), so that every
+ * service started here (tests, soak, bench) runs as `pnpm start` runs it.
+ */
+export const startScriptNodeFlags = (): ReadonlyArray<string> => {
+  const manifest = JSON.parse(readFileSync(`${repositoryRoot}package.json`, "utf8")) as { scripts: Record<string, string> }
+  return (manifest.scripts["start"] ?? "").split(/\s+/).filter((word) => /^--max-old-space-size=\d+$/.test(word))
+}
+
 /** Environment of a child: this process's, minus every setting the service reads, plus `env`. */
 const childEnvironment = (env: Readonly<Record<string, string>>): NodeJS.ProcessEnv => {
   const base: NodeJS.ProcessEnv = { ...process.env }
@@ -116,7 +125,7 @@ export const startServiceProcess = (
   startTimeoutMs = 60_000
 ): Promise<ServiceProcess> =>
   new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ["--import", "tsx", serviceEntry], {
+    const child = spawn(process.execPath, [...startScriptNodeFlags(), "--import", "tsx", serviceEntry], {
       cwd: repositoryRoot,
       env: childEnvironment({ PORT: "0", ...env }),
       stdio: ["ignore", "pipe", "pipe"]
@@ -169,7 +178,7 @@ export const startServiceProcess = (
 /** Runs the service's main module to its exit (for start-up refusals). */
 export const runServiceToExit = (env: Readonly<Record<string, string>>, timeoutMs = 60_000): Promise<ExitedProcess> =>
   new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ["--import", "tsx", serviceEntry], {
+    const child = spawn(process.execPath, [...startScriptNodeFlags(), "--import", "tsx", serviceEntry], {
       cwd: repositoryRoot,
       env: childEnvironment({ PORT: "0", ...env }),
       stdio: ["ignore", "pipe", "pipe"]
