@@ -153,9 +153,9 @@ const clinicalTotal = (sql: Sql, organizationId: OrganizationId, query: Encounte
 /**
  * The page and the exact total in ONE statement, so both see the same snapshot and an offset
  * past the end still returns the total (the count row is there even when the page is empty).
- * The total comes from `clinicalTotal` (daily counts plus the edges in the index). The page
- * is read in order from the same index and skips `offset` rows BEFORE the patient join, so a
- * deep page joins `limit` patients, not `offset + limit`. Exported so tests and the
+ * The total comes from `clinicalTotal` (daily counts plus the edges in the index). The page's
+ * keys are read in order from the same index alone (an index-only scan: skipping `offset`
+ * entries touches no table page), then only `limit` encounters and patients are fetched. Exported so tests and the
  * benchmark's floor server run exactly this SQL.
  */
 export const encounterPageStatement = (sql: Sql, organizationId: OrganizationId, query: EncounterListQuery) => sql`
@@ -164,13 +164,14 @@ export const encounterPageStatement = (sql: Sql, organizationId: OrganizationId,
   LEFT JOIN LATERAL (
     SELECT ${encounterColumns(sql)}
     FROM (
-      SELECT e.encounter_id, e.organization_id, e.data_class, e.created_at, e.updated_at, e.date_of_service,
-             e.status, e.patient_id
+      SELECT e.encounter_id
       FROM encounters e
       WHERE ${listFilter(sql, organizationId, query)}
       ${listOrder(sql, "e", query)}
       LIMIT ${query.limit} OFFSET ${query.offset}
-    ) AS e LEFT JOIN patients p ON p.patient_id = e.patient_id
+    ) AS page_keys
+    JOIN encounters e ON e.encounter_id = page_keys.encounter_id
+    LEFT JOIN patients p ON p.patient_id = e.patient_id
   ) AS page ON true
   ${listOrder(sql, "page", query)}`
 

@@ -407,7 +407,7 @@ export const repositoryContract = (factory: TestDatabaseFactory) => {
       })
     )
 
-    it.effect("list: EXPLAIN shows the partial index encounters_clinical_list serving both sort directions without a sort", () =>
+    it.effect("list: EXPLAIN shows the page's keys read by an index-only scan of encounters_clinical_list, both sort directions, no sort", () =>
       Effect.gen(function* () {
         const pg = yield* PgClient
         const org = unique("org") as OrganizationId
@@ -428,13 +428,14 @@ export const repositoryContract = (factory: TestDatabaseFactory) => {
             })
           )
           const lines = plan.map((row) => row["QUERY PLAN"])
-          // The page under LIMIT/OFFSET is read in order from the index: no Sort below the Limit.
-          // (The statement's outer ORDER BY re-sorts at most `limit` rows after the LATERAL join.)
+          // The page's keys under LIMIT/OFFSET are read in order from the index alone (skipping
+          // the offset touches no table page): no Sort below the Limit. (The statement's outer
+          // ORDER BY re-sorts at most `limit` rows after the LATERAL join.)
           const page = lines.slice(lines.findIndex((line) => line.includes("Limit"))).join("\n")
           expect(page).toMatch(
             sortOrder === "asc"
-              ? /Index Scan using encounters_clinical_list/
-              : /Index Scan Backward using encounters_clinical_list/
+              ? /Index Only Scan using encounters_clinical_list/
+              : /Index Only Scan Backward using encounters_clinical_list/
           )
           expect(page).not.toMatch(/\bSort\b/)
         }
