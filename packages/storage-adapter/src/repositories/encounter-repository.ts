@@ -18,7 +18,7 @@ import {
   WorkflowVariant
 } from "@clinical-api/domain"
 import { Effect, Layer, Option, Schema } from "effect"
-import { decodeRows } from "../sql/decode.js"
+import { checkRows, decodeRows } from "../sql/decode.js"
 import { type Fragment, PgClient, type Sql } from "../sql/pg-client.js"
 
 const EncounterRow = Schema.Struct({
@@ -261,7 +261,7 @@ export const makeEncounterRepository = Effect.gen(function* () {
     encounterIds.length === 0
       ? Effect.succeed(new Map())
       : client.run("encounters.documents", (sql) => documentSummariesStatement(sql, encounterIds)).pipe(
-          Effect.flatMap(decodeRows(DocumentSummaryRow, "encounters.documents")),
+          Effect.flatMap(checkRows(DocumentSummaryRow, "encounters.documents")),
           Effect.map((rows) => {
             const grouped = new Map<string, Array<StoredDocumentSummary>>()
             for (const row of rows) {
@@ -280,7 +280,7 @@ export const makeEncounterRepository = Effect.gen(function* () {
     const rows = yield* client.run("encounters.list", (sql) => encounterPageStatement(sql, organizationId, query))
     const totals = yield* decodeRows(PageTotalRow, "encounters.list")(rows.slice(0, 1))
     const total = totals[0]?.total ?? 0
-    const pageRows = yield* decodeRows(EncounterRow, "encounters.list")(rows.filter((row) => row.encounter_id !== null))
+    const pageRows = yield* checkRows(EncounterRow, "encounters.list")(rows.filter((row) => row.encounter_id !== null))
     const documents = yield* documentsByEncounter(pageRows.map((row) => row.encounter_id))
     return {
       total,
@@ -291,7 +291,7 @@ export const makeEncounterRepository = Effect.gen(function* () {
   const findEncounter = Effect.fn("EncounterRepository.findEncounter")(function* (encounterId: EncounterId) {
     const rows = yield* client
       .run("encounters.find", (sql) => encounterByIdStatement(sql, encounterId))
-      .pipe(Effect.flatMap(decodeRows(EncounterWithDocumentRow, "encounters.find")))
+      .pipe(Effect.flatMap(checkRows(EncounterWithDocumentRow, "encounters.find")))
     const row = rows[0]
     if (row === undefined) return Option.none<StoredEncounter>()
     const documents: Array<StoredDocumentSummary> = []
@@ -313,7 +313,7 @@ export const makeEncounterRepository = Effect.gen(function* () {
   const findDocument = Effect.fn("EncounterRepository.findDocument")(function* (documentId: DocumentId) {
     const rows = yield* client
       .run("documents.find", (sql) => documentByIdStatement(sql, documentId))
-      .pipe(Effect.flatMap(decodeRows(DocumentRow, "documents.find")))
+      .pipe(Effect.flatMap(checkRows(DocumentRow, "documents.find")))
     const row = rows[0]
     if (row === undefined) return Option.none<StoredDocument>()
     const document: StoredDocument = {

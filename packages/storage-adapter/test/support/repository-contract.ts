@@ -555,6 +555,14 @@ export const repositoryContract = (factory: TestDatabaseFactory) => {
           sql`UPDATE transcript_turns SET start_seconds = 'NaN' WHERE document_id = ${transcribed.document_id} AND ordinal = 0`)
         const corrupt = yield* Effect.flip(repository.findFinalTranscript(transcribed.document_id as DocumentId))
         expect(corrupt).toMatchObject({ _tag: "StoreUnavailable", operation: "transcripts.find.decode" })
+        // Rows are checked, not trusted: a date of birth the contract cannot carry (a five-digit
+        // year, which PostgreSQL stores) fails the list that would show it.
+        const listed = example.encounters.find((encounter) => encounter.data_class === "clinical" && encounter.patient_id != null)
+        if (listed === undefined) throw new Error("the example fixture has no clinical encounter with a patient")
+        yield* pg.run("test.corrupt-patient", (sql) =>
+          sql`UPDATE patients SET date_of_birth = '10000-01-01' WHERE patient_id = ${listed.patient_id ?? ""}`)
+        const unlisted = yield* Effect.either(repository.listForOrganization(listed.organization_id as OrganizationId, query()))
+        expect(Either.isLeft(unlisted) && unlisted.left).toMatchObject({ _tag: "StoreUnavailable", operation: "encounters.list.decode" })
         // Loading it again is refused as a whole.
         const again = yield* Effect.flip(load(exampleFixtureText))
         expect(again).toBeInstanceOf(FixtureRejected)
