@@ -517,13 +517,15 @@ const main = async () => {
       `(${samples.counts["big_organization_encounters"]} in ${bigOrganization}, the one measured), ` +
       `${connections} connections, ${duration} s per route and server after ${warmup} s of warm-up, pool ${poolMax}.`,
     "",
-    "| Route | Service req/s | p50 ms | p99 ms | Floor req/s | p50 ms | p99 ms | Service / floor |",
-    "|---|---:|---:|---:|---:|---:|---:|---:|",
+    "| Route | Service req/s | p50 ms | p99 ms | Floor req/s | p50 ms | p99 ms | Service / floor | CPU ms per request: service + PostgreSQL | floor + PostgreSQL |",
+    "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ...results.map((result) => {
       const s = result["service"] as Figures
       const f = result["floor"] as Figures
       return `| ${String(result["label"])} | ${s.requestsPerSecond.toFixed(0)} | ${s.p50Ms} | ${s.p99Ms} | ` +
-        `${f.requestsPerSecond.toFixed(0)} | ${f.p50Ms} | ${f.p99Ms} | ${Number(result["ratio"]).toFixed(2)} |`
+        `${f.requestsPerSecond.toFixed(0)} | ${f.p50Ms} | ${f.p99Ms} | ${Number(result["ratio"]).toFixed(2)} | ` +
+        `${s.serverCpuMsPerRequest?.toFixed(2)} + ${s.postgresCpuMsPerRequest?.toFixed(2)} | ` +
+        `${f.serverCpuMsPerRequest?.toFixed(2)} + ${f.postgresCpuMsPerRequest?.toFixed(2)} |`
     }),
     "",
     `Service peak RSS under load: ${peakRssMb.toFixed(0)} MB.`,
