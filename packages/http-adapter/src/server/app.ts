@@ -293,6 +293,8 @@ const makePublicHttpApp = (
           nodeResponse.end(body._tag === "Uint8Array" ? body.body : undefined)
         })
       ),
+      // A response Node refuses to write must not leave the client waiting for ever.
+      Effect.catchAllDefect(() => Effect.sync(() => nodeResponse.destroy())),
       Effect.uninterruptible
     ))
     nodeResponse.on("close", () => {
