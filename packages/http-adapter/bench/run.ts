@@ -1,6 +1,6 @@
 /**
  * `pnpm bench`: the service (its real composition, `src/main.ts`: ServiceLive from the
- * environment) and the floor server (floor-server.ts), each in its own process on the same
+ * environment, bundled and run as `pnpm start` runs it) and the floor server (floor-server.ts), each in its own process on the same
  * PostgreSQL database, driven in turn by autocannon on loopback, route by route.
  *
  * The database (DATABASE_URL, default postgres://postgres@127.0.0.1:5432/clinical_bench) is
@@ -15,7 +15,7 @@
  * BENCH_CPU_PROFILE_DIR (the service writes a V8 CPU profile there when it stops).
  * Writes bench/results.json and the results and query plans into README.md's Performance section.
  */
-import { type ChildProcess, spawn } from "node:child_process"
+import { type ChildProcess, execFileSync, spawn } from "node:child_process"
 import { readdirSync, readFileSync, writeFileSync } from "node:fs"
 import { cpus } from "node:os"
 import { dirname, resolve } from "node:path"
@@ -211,7 +211,9 @@ const startProcess = (
   env: Record<string, string>,
   nodeFlags: ReadonlyArray<string> = []
 ): ChildProcess => {
-  const child = spawn(process.execPath, [...nodeFlags, "--import", "tsx", script], {
+  // The service's build runs on plain Node, as `pnpm start` runs it; TypeScript goes through tsx.
+  const loader = script.endsWith(".ts") ? ["--import", "tsx"] : []
+  const child = spawn(process.execPath, [...nodeFlags, ...loader, script], {
     cwd: root,
     env: { ...process.env, ...env },
     stdio: ["ignore", "ignore", "pipe"]
@@ -422,9 +424,11 @@ const main = async () => {
     HOST: "127.0.0.1"
   }
   const profileDir = process.env["BENCH_CPU_PROFILE_DIR"]
+  // What `pnpm start` runs: the bundle of src/main.ts (scripts/build-service.mjs).
+  execFileSync(process.execPath, [resolve(root, "packages/http-adapter/scripts/build-service.mjs")], { stdio: "inherit" })
   const service = startProcess(
     "service",
-    "packages/http-adapter/src/main.ts",
+    "packages/http-adapter/dist/main.mjs",
     { ...shared, PORT: String(servicePort) },
     [
       ...startScriptNodeFlags(),

@@ -1,9 +1,15 @@
 import { readFile } from "node:fs/promises"
-import { fileURLToPath } from "node:url"
+import { createRequire } from "node:module"
 import { Data, Effect } from "effect"
 
-/** The sandbox data set the embedded default starts with (see fixtures/README.md). */
-export const sandboxFixturePath = fileURLToPath(new URL("../fixtures/sandbox.fixture.json", import.meta.url))
+/**
+ * The sandbox data set the embedded default starts with (see fixtures/README.md). Resolved
+ * through the package's exports, not relative to this module, so that it is found from the
+ * bundled service too (`pnpm start` runs a build of the service, not these sources).
+ */
+export const sandboxFixturePath = createRequire(import.meta.url).resolve(
+  "@clinical-api/storage-adapter/fixtures/sandbox.fixture.json"
+)
 
 export class FixtureFileUnreadable extends Data.TaggedError("FixtureFileUnreadable")<{
   readonly path: string
