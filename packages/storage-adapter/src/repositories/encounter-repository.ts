@@ -21,7 +21,8 @@ import { Effect, Layer, Option, Schema } from "effect"
 import { checkRows, decodeRows } from "../sql/decode.js"
 import { type Fragment, PgClient, type Sql } from "../sql/pg-client.js"
 
-const EncounterRow = Schema.Struct({
+/** The row schemas are exported for `row-guard.test.ts`, which checks their compiled guards. */
+export const EncounterRow = Schema.Struct({
   encounter_id: EncounterId,
   organization_id: OrganizationId,
   data_class: DataClass,
@@ -37,9 +38,9 @@ const EncounterRow = Schema.Struct({
 type EncounterRow = typeof EncounterRow.Type
 
 /** The count columns of the page statement; the encounter columns are null on the row of an empty page. */
-const PageTotalRow = Schema.Struct({ total: Schema.Int })
+export const PageTotalRow = Schema.Struct({ total: Schema.Int })
 
-const DocumentSummaryRow = Schema.Struct({
+export const DocumentSummaryRow = Schema.Struct({
   document_id: DocumentId,
   encounter_id: EncounterId,
   schema_type: SchemaType,
@@ -52,7 +53,7 @@ const DocumentSummaryRow = Schema.Struct({
 type DocumentSummaryRow = typeof DocumentSummaryRow.Type
 
 /** A row of `encounterByIdStatement`: the encounter, and one of its documents if it has any. */
-const EncounterWithDocumentRow = Schema.Struct({
+export const EncounterWithDocumentRow = Schema.Struct({
   ...EncounterRow.fields,
   doc_document_id: Schema.NullOr(DocumentId),
   doc_schema_type: Schema.NullOr(SchemaType),
@@ -63,7 +64,7 @@ const EncounterWithDocumentRow = Schema.Struct({
   doc_created_at: Schema.NullOr(Schema.DateFromSelf)
 })
 
-const DocumentRow = Schema.Struct({
+export const DocumentRow = Schema.Struct({
   ...DocumentSummaryRow.fields,
   updated_at: Schema.DateFromSelf,
   content_markdown: Schema.NullOr(Schema.String),
@@ -72,7 +73,7 @@ const DocumentRow = Schema.Struct({
 })
 
 /** A final transcript's own fields; its turns are checked by `checkedTurns`. */
-const TranscriptHeadRow = Schema.Struct({
+export const TranscriptHeadRow = Schema.Struct({
   provider: Schema.String,
   audio_duration_seconds: Schema.NullOr(AudioDurationSeconds),
   turns: Schema.Unknown
