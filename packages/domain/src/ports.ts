@@ -82,7 +82,12 @@ export class DisclosureRecorder extends Context.Tag("@clinical-api/domain/Disclo
 export class UnitOfWork extends Context.Tag("@clinical-api/domain/UnitOfWork")<
   UnitOfWork,
   {
-    /** Runs `effect` in one store transaction: the reads and the disclosure they record commit together or not at all. */
+    /**
+     * Runs `effect` in one store transaction: the reads and the disclosure they record commit
+     * together or not at all, and it succeeds only once they are committed. The transaction may
+     * be shared with units of work running at the same time (group commit): a unit that fails
+     * leaves none of its own records, and a store failure fails every unit sharing it.
+     */
     readonly transactionally: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E | StoreUnavailable, R>
   }
 >() {}

@@ -2,8 +2,8 @@ import { UnitOfWork } from "@clinical-api/domain"
 import { Effect, Layer } from "effect"
 import { PgClient } from "../sql/pg-client.js"
 
-/** One PostgreSQL transaction per unit of work (see `PgClient.transactionally`). */
+/** Units of work as members of group transactions, committed together (see `PgClient.groupTransactionally`). */
 export const UnitOfWorkLive = Layer.effect(
   UnitOfWork,
-  Effect.map(PgClient, (client) => UnitOfWork.of({ transactionally: client.transactionally }))
+  Effect.map(PgClient, (client) => UnitOfWork.of({ transactionally: client.groupTransactionally }))
 )

@@ -1,5 +1,5 @@
 import { StoreUnavailable } from "@clinical-api/domain"
-import { Context, Effect, FiberRef, Layer, Option, Redacted, type Scope } from "effect"
+import { Context, Effect, Exit, FiberRef, Layer, Option, Redacted, type Scope } from "effect"
 import postgres from "postgres"
 
 /**
@@ -23,6 +23,10 @@ export interface PgClientOptions {
   readonly prepare?: boolean
   /** Called with the text of every query sent (tests count queries with it). */
   readonly onQuery?: (query: string) => void
+  /** Group transactions in flight at once, each on a connection of its own (default: half the pool, at least 1). */
+  readonly maxGroups?: number
+  /** Units of work one group transaction holds at most (default 64). */
+  readonly maxGroupSize?: number
 }
 
 export interface PgClientService {
@@ -42,6 +46,17 @@ export interface PgClientService {
    * interruption) rolls back and is re-raised unchanged; nested calls join the outer one.
    */
   readonly transactionally: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E | StoreUnavailable, R>
+  /**
+   * Runs `effect` as one member of a group transaction (group commit): the units of work that
+   * arrive together share one transaction and one COMMIT, and each succeeds only once that
+   * COMMIT has succeeded, with its `runAtCommit` writes in it. A member that fails (typed
+   * error, defect or interruption) contributes none of its `runAtCommit` writes, and is
+   * re-raised unchanged. For units that write only through `runAtCommit`: a write sent with
+   * `run` would commit with the others even if its own unit failed. A store failure (a
+   * statement, a write or the COMMIT) fails every member of the group: nothing of it commits.
+   * Nested calls, and calls within `transactionally`, join the outer transaction.
+   */
+  readonly groupTransactionally: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E | StoreUnavailable, R>
 }
 
 export class PgClient extends Context.Tag("@clinical-api/storage-adapter/PgClient")<PgClient, PgClientService>() {}
@@ -61,6 +76,44 @@ interface CurrentTransaction {
 const currentTransaction = FiberRef.unsafeMake<Option.Option<CurrentTransaction>>(Option.none())
 
 const unavailable = (operation: string) => (cause: unknown) => new StoreUnavailable({ operation, cause })
+
+/**
+ * Sends the deferred writes and COMMIT at once (postgres.js writes the statements of one tick
+ * in one packet) and resolves with the first failure, if any. A failed write aborts the
+ * transaction, so the COMMIT that follows it only rolls back: the first failure is the
+ * transaction's failure.
+ */
+const commitWith = async (
+  connection: postgres.ReservedSql,
+  atCommit: ReadonlyArray<DeferredWrite>
+): Promise<StoreUnavailable | undefined> => {
+  // A postgres.js query is sent in the order it is first awaited or executed, not built: each
+  // write is started (`then`) before the COMMIT is, so none can follow it.
+  const writes = atCommit.map((write) => write.query(connection).then((value) => value))
+  const settled = await Promise.allSettled([...writes, connection`COMMIT`.execute()])
+  const failed = settled.findIndex((outcome) => outcome.status === "rejected")
+  const outcome = settled[failed]
+  if (outcome === undefined || outcome.status !== "rejected") return undefined
+  return unavailable(atCommit[failed]?.operation ?? "transaction.commit")(outcome.reason)
+}
+
+/**
+ * One group transaction: members join while it forms, run their effects on its connection
+ * once it has begun, and leave (with their writes if they succeeded); when the last has left,
+ * the group commits and tells every member the outcome.
+ */
+interface TransactionGroup {
+  size: number
+  left: number
+  /** Set when the connection is reserved and BEGIN sent, or the reservation failed. */
+  begun: { readonly connection: postgres.ReservedSql; readonly begin: Promise<unknown> } | StoreUnavailable | undefined
+  /** Set when the group has committed (`null`) or failed. */
+  outcome: StoreUnavailable | null | undefined
+  finishing: boolean
+  readonly writes: Array<DeferredWrite>
+  readonly onBegun: Array<() => void>
+  readonly onOutcome: Array<() => void>
+}
 
 export const makePgClient = (options: PgClientOptions): Effect.Effect<PgClientService, never, Scope.Scope> =>
   Effect.gen(function* () {
@@ -95,26 +148,9 @@ export const makePgClient = (options: PgClientOptions): Effect.Effect<PgClientSe
         return Effect.asVoid(run(operation, query))
       })
 
-    /**
-     * The deferred writes and COMMIT, sent at once (postgres.js writes the statements of one
-     * tick in one packet). A failed write aborts the transaction, so the COMMIT that follows
-     * it only rolls back: the first failure is the unit of work's failure.
-     */
     const commit = (connection: postgres.ReservedSql, atCommit: ReadonlyArray<DeferredWrite>) =>
-      Effect.flatMap(
-        Effect.promise(() => {
-          // A postgres.js query is sent in the order it is first awaited or executed, not
-          // built: each write is started (`then`) before the COMMIT is, so none can follow it.
-          const writes = atCommit.map((write) => write.query(connection).then((value) => value))
-          return Promise.allSettled([...writes, connection`COMMIT`.execute()])
-        }),
-        (settled) => {
-          const failed = settled.findIndex((outcome) => outcome.status === "rejected")
-          const outcome = settled[failed]
-          if (outcome === undefined || outcome.status !== "rejected") return Effect.void
-          return Effect.fail(unavailable(atCommit[failed]?.operation ?? "transaction.commit")(outcome.reason))
-        }
-      )
+      Effect.flatMap(Effect.promise(() => commitWith(connection, atCommit)), (failure) =>
+        failure === undefined ? Effect.void : Effect.fail(failure))
 
     const transactionally = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | StoreUnavailable, R> =>
       Effect.flatMap(FiberRef.get(currentTransaction), (current) =>
@@ -145,7 +181,129 @@ export const makePgClient = (options: PgClientOptions): Effect.Effect<PgClientSe
             )
       )
 
-    return { pool, run, runAtCommit, transactionally }
+    const maxGroups = Math.max(1, options.maxGroups ?? Math.floor((options.maxConnections ?? 10) / 2))
+    const maxGroupSize = Math.max(1, options.maxGroupSize ?? 64)
+    /** The group that new members join; it begins at the next turn of the event loop that finds a free slot. */
+    let forming: TransactionGroup | undefined
+    /** Groups that filled up while every slot was taken, oldest first. */
+    const full: Array<TransactionGroup> = []
+    let inFlight = 0
+
+    const settle = (listeners: Array<() => void>) => {
+      for (const listener of listeners.splice(0)) listener()
+    }
+
+    const launchNext = () => {
+      while (inFlight < maxGroups) {
+        const group = full.shift() ?? forming
+        if (group === undefined) return
+        if (group === forming) forming = undefined
+        launch(group)
+      }
+    }
+
+    const launch = (group: TransactionGroup) => {
+      inFlight++
+      if (group.left === group.size) return finish(group)
+      const begun = (outcome: NonNullable<TransactionGroup["begun"]>) => {
+        group.begun = outcome
+        settle(group.onBegun)
+        if (group.left === group.size) finish(group)
+      }
+      pool.reserve().then(
+        (connection) => {
+          const begin = connection`BEGIN`.execute()
+          begin.catch(() => undefined)
+          begun({ connection, begin })
+        },
+        (cause) => begun(unavailable("transaction.begin")(cause))
+      )
+    }
+
+    const finish = (group: TransactionGroup) => {
+      if (group.finishing) return
+      group.finishing = true
+      const begun = group.begun
+      const done = (outcome: StoreUnavailable | null) => {
+        group.outcome = outcome
+        inFlight--
+        settle(group.onOutcome)
+        launchNext()
+      }
+      if (begun === undefined || begun instanceof StoreUnavailable) return done(begun ?? null)
+      const { begin, connection } = begun
+      void (async () => {
+        let failure = await begin.then(() => undefined, unavailable("transaction.begin"))
+        if (failure === undefined && group.writes.length > 0) failure = await commitWith(connection, group.writes)
+        if (failure !== undefined || group.writes.length === 0) await connection`ROLLBACK`.catch(() => undefined)
+        connection.release()
+        done(failure ?? null)
+      })()
+    }
+
+    const join = (): TransactionGroup => {
+      let group = forming
+      if (group === undefined) {
+        const created: TransactionGroup = { size: 0, left: 0, begun: undefined, outcome: undefined, finishing: false, writes: [], onBegun: [], onOutcome: [] }
+        forming = group = created
+        setImmediate(() => {
+          if (forming === created) launchNext()
+        })
+      }
+      group.size++
+      if (group.size >= maxGroupSize) {
+        forming = undefined
+        full.push(group)
+        launchNext()
+      }
+      return group
+    }
+
+    const leave = (group: TransactionGroup, writes: ReadonlyArray<DeferredWrite> | undefined) => {
+      group.left++
+      if (writes !== undefined) group.writes.push(...writes)
+      if (group.left === group.size && group.begun !== undefined) finish(group)
+    }
+
+    const begunConnection = (group: TransactionGroup) =>
+      Effect.async<postgres.ReservedSql, StoreUnavailable>((resume) => {
+        const answer = () => {
+          const begun = group.begun
+          resume(begun === undefined || begun instanceof StoreUnavailable
+            ? Effect.fail(begun ?? unavailable("transaction.begin")(undefined))
+            : Effect.succeed(begun.connection))
+        }
+        if (group.begun === undefined) group.onBegun.push(answer)
+        else answer()
+      })
+
+    const committed = (group: TransactionGroup) =>
+      Effect.async<void, StoreUnavailable>((resume) => {
+        const answer = () => resume(group.outcome instanceof StoreUnavailable ? Effect.fail(group.outcome) : Effect.void)
+        if (group.outcome === undefined) group.onOutcome.push(answer)
+        else answer()
+      })
+
+    const groupTransactionally = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | StoreUnavailable, R> =>
+      Effect.flatMap(FiberRef.get(currentTransaction), (current) =>
+        Option.isSome(current) && current.value.pool === pool
+          ? effect
+          : Effect.uninterruptibleMask((restore) =>
+              Effect.gen(function* () {
+                const group = join()
+                const atCommit: Array<DeferredWrite> = []
+                const exit = yield* Effect.exit(restore(Effect.flatMap(begunConnection(group), (connection) =>
+                  Effect.locally(effect, currentTransaction, Option.some({ pool, connection, atCommit })))))
+                leave(group, Exit.isSuccess(exit) ? atCommit : undefined)
+                const value = yield* exit
+                // Interrupted while it waits, the member is gone but its writes still commit with the group.
+                yield* restore(committed(group))
+                return value
+              })
+            )
+      )
+
+    return { pool, run, runAtCommit, transactionally, groupTransactionally }
   })
 
 export const PgClientLayer = (options: PgClientOptions): Layer.Layer<PgClient> =>

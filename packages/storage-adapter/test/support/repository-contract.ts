@@ -808,6 +808,90 @@ export const repositoryContract = (factory: TestDatabaseFactory) => {
       })
     )
 
+    it.effect("unit of work: units started together share one transaction and one COMMIT; each answers only once its events are committed, a failed one leaves none", () =>
+      Effect.gen(function* () {
+        const unitOfWork = yield* UnitOfWork
+        const recorder = yield* DisclosureRecorder
+        const pg = yield* PgClient
+        const idGenerator = yield* IdGenerator
+        const operator = yield* OperatorStore
+        const org = unique("org") as OrganizationId
+        yield* operator.createOrganization({ organizationId: org, name: "Grouped" })
+        const event = (encounterId: string) =>
+          Effect.map(idGenerator.next("disclosure"), (eventId): DisclosureEvent => ({
+            eventId,
+            occurredAt: at("2026-05-01T09:00:00.000Z"),
+            organizationId: org,
+            apiKeyId: "key_test",
+            operationId: "getPublicEncounter",
+            encounterId,
+            documentId: null,
+            patientId: null,
+            requestId: "req_group"
+          }) as DisclosureEvent)
+        const transactionId = pg.run("test.txid", (sql) => sql<Array<{ id: string }>>`SELECT txid_current()::text AS id`).pipe(
+          Effect.map((rows) => rows[0]!.id)
+        )
+        /** A unit that reads, records its event, and reports its transaction and whether its event was visible outside it when it answered. */
+        const reader = (recorded: DisclosureEvent, then: Effect.Effect<void, StoreUnavailable> = Effect.void) =>
+          Effect.flatMap(
+            unitOfWork.transactionally(Effect.gen(function* () {
+              const id = yield* transactionId
+              yield* recorder.record([recorded])
+              yield* then
+              return id
+            })),
+            (id) => Effect.map(countRows("disclosure_events", "event_id", [recorded.eventId]), (visible) => ({ id, visible }))
+          )
+
+        // Twelve units started in one turn: one transaction, every event committed before its unit answered.
+        const events = yield* Effect.forEach(Array.from({ length: 12 }, (_, index) => `enc_group_${index}`), event)
+        const together = yield* Effect.forEach(events, (recorded) => reader(recorded), { concurrency: "unbounded" })
+        expect(new Set(together.map((outcome) => outcome.id)).size).toBe(1)
+        expect(together.every((outcome) => outcome.visible === 1)).toBe(true)
+
+        // A unit that fails in a group leaves none of its events; the others still commit theirs.
+        const kept = yield* event("enc_kept")
+        const dropped = yield* event("enc_dropped")
+        const failure = new StoreUnavailable({ operation: "test.member-fails" })
+        const [keptExit, droppedExit] = yield* Effect.all([
+          Effect.exit(reader(kept)),
+          Effect.exit(reader(dropped, Effect.fail(failure)))
+        ], { concurrency: "unbounded" })
+        expect(Exit.isSuccess(keptExit) && keptExit.value.visible).toBe(1)
+        expect(droppedExit).toEqual(Exit.fail(failure))
+        expect(yield* countRows("disclosure_events", "event_id", [dropped.eventId])).toBe(0)
+
+        // A unit interrupted in a group leaves none either, and does not hold the others.
+        const beside = yield* event("enc_beside_interrupted")
+        const interrupted = yield* event("enc_interrupted")
+        const [besideExit, interruptedExit] = yield* Effect.all([
+          Effect.exit(reader(beside)),
+          Effect.exit(Effect.timeout(reader(interrupted, Effect.never), "200 millis"))
+        ], { concurrency: "unbounded" })
+        expect(Exit.isSuccess(besideExit) && besideExit.value.visible).toBe(1)
+        expect(Exit.isFailure(interruptedExit)).toBe(true)
+        expect(yield* countRows("disclosure_events", "event_id", [interrupted.eventId])).toBe(0)
+
+        // A store failure in any unit fails the whole group: nothing of it commits.
+        const innocent = yield* event("enc_innocent")
+        const culprit = yield* event("enc_culprit")
+        const [innocentExit, culpritExit] = yield* Effect.all([
+          Effect.exit(reader(innocent, Effect.sleep("20 millis"))),
+          Effect.exit(reader(culprit, Effect.asVoid(pg.run("test.division", (sql) => sql`SELECT 1 / 0`))))
+        ], { concurrency: "unbounded" })
+        const operationOf = (exit: Exit.Exit<unknown, unknown>) =>
+          Exit.isFailure(exit) ? Option.getOrNull(Option.map(Cause.failureOption(exit.cause), (error) => (error as StoreUnavailable).operation)) : null
+        expect(operationOf(culpritExit)).toBe("test.division")
+        expect(operationOf(innocentExit)).not.toBeNull()
+        expect(yield* countRows("disclosure_events", "event_id", [innocent.eventId, culprit.eventId])).toBe(0)
+
+        // And the next group is unaffected.
+        const after = yield* event("enc_after")
+        expect((yield* reader(after)).visible).toBe(1)
+      })
+    )
+
     it.effect("unavailable: a pool pointed at a closed port fails with StoreUnavailable, not a defect", () =>
       Effect.gen(function* () {
         const closedPort = yield* Effect.promise(
