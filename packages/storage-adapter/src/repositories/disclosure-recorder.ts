@@ -30,8 +30,9 @@ export const disclosureInsertStatement = (sql: Sql, events: ReadonlyArray<Disclo
 
 /**
  * Writes all events of one read with a single multi-row INSERT. Within a UnitOfWork it is sent
- * with the transaction's COMMIT (`runAtCommit`): the events commit with the read or not at
- * all, and the unit of work succeeds only once they are committed.
+ * with the transaction's COMMIT (`appendAtCommit`), in one INSERT with the events of every
+ * unit of work in its group: the events commit with the read or not at all, and the unit of
+ * work succeeds only once they are committed.
  */
 export const makeDisclosureRecorder = Effect.gen(function* () {
   const client = yield* PgClient
@@ -39,7 +40,7 @@ export const makeDisclosureRecorder = Effect.gen(function* () {
   // configured, some 4% of the CPU of a detail read (README, "Performance").
   const record = Effect.fnUntraced(function* (events: ReadonlyArray<DisclosureEvent>) {
     if (events.length === 0) return
-    yield* client.runAtCommit("disclosures.record", (sql) => disclosureInsertStatement(sql, events))
+    yield* client.appendAtCommit("disclosures.record", disclosureInsertStatement, events)
   })
   return DisclosureRecorder.of({ record })
 })

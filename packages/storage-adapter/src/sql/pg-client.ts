@@ -35,12 +35,17 @@ export interface PgClientService {
   /** Runs `query` on the current transaction's connection, or on the pool outside one. */
   readonly run: <A>(operation: string, query: (sql: Sql) => Promise<A>) => Effect.Effect<A, StoreUnavailable>
   /**
-   * Runs a write that nothing after it reads back (an audit INSERT). Inside a transaction it
-   * is sent together with the COMMIT, in one round trip, and the transaction commits only if it
-   * succeeds (otherwise the unit of work fails and nothing is committed); outside one it runs
-   * at once.
+   * Appends rows that nothing after it reads back (audit rows) with `statement`. Inside a
+   * transaction they are written at its COMMIT, in the same round trip, and the transaction
+   * commits only if they are (otherwise it fails and nothing is committed); all rows given with
+   * the same `statement` in one transaction, a group's included, are written by one call of
+   * it. Outside a transaction they are written at once.
    */
-  readonly runAtCommit: (operation: string, query: (sql: Sql) => Promise<unknown>) => Effect.Effect<void, StoreUnavailable>
+  readonly appendAtCommit: <R>(
+    operation: string,
+    statement: RowsStatement<R>,
+    rows: ReadonlyArray<R>
+  ) => Effect.Effect<void, StoreUnavailable>
   /**
    * Runs `effect` in one transaction. A failure of `effect` (typed error, defect or
    * interruption) rolls back and is re-raised unchanged; nested calls join the outer one.
@@ -49,9 +54,9 @@ export interface PgClientService {
   /**
    * Runs `effect` as one member of a group transaction (group commit): the units of work that
    * arrive together share one transaction and one COMMIT, and each succeeds only once that
-   * COMMIT has succeeded, with its `runAtCommit` writes in it. A member that fails (typed
-   * error, defect or interruption) contributes none of its `runAtCommit` writes, and is
-   * re-raised unchanged. For units that write only through `runAtCommit`: a write sent with
+   * COMMIT has succeeded, with its `appendAtCommit` writes in it. A member that fails (typed
+   * error, defect or interruption) contributes none of its `appendAtCommit` writes, and is
+   * re-raised unchanged. For units that write only through `appendAtCommit`: a write sent with
    * `run` would commit with the others even if its own unit failed. A store failure (a
    * statement, a write or the COMMIT) fails every member of the group: nothing of it commits.
    * Nested calls, and calls within `transactionally`, join the outer transaction.
@@ -61,15 +66,19 @@ export interface PgClientService {
 
 export class PgClient extends Context.Tag("@clinical-api/storage-adapter/PgClient")<PgClient, PgClientService>() {}
 
+/** A statement that writes rows (see `appendAtCommit`). */
+export type RowsStatement<R> = (sql: Sql, rows: ReadonlyArray<R>) => Promise<unknown>
+
 interface DeferredWrite {
   readonly operation: string
-  readonly query: (sql: Sql) => Promise<unknown>
+  readonly statement: RowsStatement<unknown>
+  readonly rows: ReadonlyArray<unknown>
 }
 
 interface CurrentTransaction {
   readonly pool: Sql
   readonly connection: postgres.ReservedSql
-  /** The `runAtCommit` writes of this transaction, in order. */
+  /** The `appendAtCommit` writes of this transaction, in order. */
   readonly atCommit: Array<DeferredWrite>
 }
 
@@ -87,14 +96,21 @@ const commitWith = async (
   connection: postgres.ReservedSql,
   atCommit: ReadonlyArray<DeferredWrite>
 ): Promise<StoreUnavailable | undefined> => {
+  const merged = new Map<RowsStatement<unknown>, { readonly operation: string; readonly rows: Array<unknown> }>()
+  for (const write of atCommit) {
+    const entry = merged.get(write.statement)
+    if (entry === undefined) merged.set(write.statement, { operation: write.operation, rows: [...write.rows] })
+    else for (const row of write.rows) entry.rows.push(row)
+  }
+  const operations = [...merged.values()].map((entry) => entry.operation)
   // A postgres.js query is sent in the order it is first awaited or executed, not built: each
   // write is started (`then`) before the COMMIT is, so none can follow it.
-  const writes = atCommit.map((write) => write.query(connection).then((value) => value))
+  const writes = [...merged].map(([statement, entry]) => statement(connection, entry.rows).then((value) => value))
   const settled = await Promise.allSettled([...writes, connection`COMMIT`.execute()])
   const failed = settled.findIndex((outcome) => outcome.status === "rejected")
   const outcome = settled[failed]
   if (outcome === undefined || outcome.status !== "rejected") return undefined
-  return unavailable(atCommit[failed]?.operation ?? "transaction.commit")(outcome.reason)
+  return unavailable(operations[failed] ?? "transaction.commit")(outcome.reason)
 }
 
 /**
@@ -139,13 +155,17 @@ export const makePgClient = (options: PgClientOptions): Effect.Effect<PgClientSe
     const run = <A>(operation: string, query: (sql: Sql) => Promise<A>): Effect.Effect<A, StoreUnavailable> =>
       Effect.flatMap(connectionFor, (sql) => Effect.tryPromise({ try: () => query(sql), catch: unavailable(operation) }))
 
-    const runAtCommit = (operation: string, query: (sql: Sql) => Promise<unknown>): Effect.Effect<void, StoreUnavailable> =>
+    const appendAtCommit = <R>(
+      operation: string,
+      statement: RowsStatement<R>,
+      rows: ReadonlyArray<R>
+    ): Effect.Effect<void, StoreUnavailable> =>
       Effect.flatMap(FiberRef.get(currentTransaction), (current) => {
         if (Option.isSome(current) && current.value.pool === pool) {
-          current.value.atCommit.push({ operation, query })
+          current.value.atCommit.push({ operation, statement: statement as RowsStatement<unknown>, rows })
           return Effect.void
         }
-        return Effect.asVoid(run(operation, query))
+        return Effect.asVoid(run(operation, (sql) => statement(sql, rows)))
       })
 
     const commit = (connection: postgres.ReservedSql, atCommit: ReadonlyArray<DeferredWrite>) =>
@@ -303,7 +323,7 @@ export const makePgClient = (options: PgClientOptions): Effect.Effect<PgClientSe
             )
       )
 
-    return { pool, run, runAtCommit, transactionally, groupTransactionally }
+    return { pool, run, appendAtCommit, transactionally, groupTransactionally }
   })
 
 export const PgClientLayer = (options: PgClientOptions): Layer.Layer<PgClient> =>

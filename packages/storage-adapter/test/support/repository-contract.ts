@@ -844,11 +844,15 @@ export const repositoryContract = (factory: TestDatabaseFactory) => {
             (id) => Effect.map(countRows("disclosure_events", "event_id", [recorded.eventId]), (visible) => ({ id, visible }))
           )
 
-        // Twelve units started in one turn: one transaction, every event committed before its unit answered.
+        // Twelve units started in one turn: one transaction and one INSERT of their events, every
+        // event committed before its unit answered.
+        const db = yield* CurrentDatabase
         const events = yield* Effect.forEach(Array.from({ length: 12 }, (_, index) => `enc_group_${index}`), event)
+        db.queries.length = 0
         const together = yield* Effect.forEach(events, (recorded) => reader(recorded), { concurrency: "unbounded" })
         expect(new Set(together.map((outcome) => outcome.id)).size).toBe(1)
         expect(together.every((outcome) => outcome.visible === 1)).toBe(true)
+        expect(db.queries.filter((text) => text.includes("INSERT INTO disclosure_events"))).toHaveLength(1)
 
         // A unit that fails in a group leaves none of its events; the others still commit theirs.
         const kept = yield* event("enc_kept")
