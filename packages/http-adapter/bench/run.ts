@@ -1,15 +1,19 @@
 /**
  * `pnpm bench`: the service (its real composition, `src/main.ts`: ServiceLive from the
  * environment, bundled and run as `pnpm start` runs it) and the floor server (floor-server.ts), each in its own process on the same
- * PostgreSQL database, driven in turn by autocannon on loopback, route by route.
+ * PostgreSQL database, driven in turn by autocannon on loopback, route by route. Each route is
+ * measured in rounds that alternate which server goes first (service then floor, floor then
+ * service, ...), so that a passing disturbance of the machine (a checkpoint, a cold cache) falls
+ * on both servers alike; the figures of a server are over all its rounds together.
  *
  * The database (DATABASE_URL, default postgres://postgres@127.0.0.1:5432/clinical_bench) is
  * created if missing, migrated, and loaded with the generated data set if it holds none yet
  * (BENCH_ENCOUNTERS, default 1,000,000, across 20 organizations, org_gen_001 holding 40%).
  * A fresh full-access key of org_gen_001 is issued for each run.
  *
- * Settings: BENCH_CONNECTIONS (8), BENCH_DURATION seconds per route and server (10),
- * BENCH_WARMUP seconds (2), DATABASE_POOL_MAX (10, both servers), BENCH_SERVICE_PORT (18080),
+ * Settings: BENCH_CONNECTIONS (8), BENCH_DURATION seconds per route and server (12),
+ * BENCH_ROUNDS (4, the duration split evenly between them), BENCH_WARMUP seconds (2, per route
+ * and server, before the first round), DATABASE_POOL_MAX (10, both servers), BENCH_SERVICE_PORT (18080),
  * BENCH_FLOOR_PORT (18081), BENCH_ROUTES (comma-separated route keys, default all; a partial
  * run only prints its figures),
  * BENCH_CPU_PROFILE_DIR (the service writes a V8 CPU profile there when it stops).
@@ -65,7 +69,8 @@ const number = (name: string, fallback: number) => {
 
 const databaseUrl = process.env["DATABASE_URL"] || "postgres://postgres@127.0.0.1:5432/clinical_bench"
 const connections = number("BENCH_CONNECTIONS", 8)
-const duration = number("BENCH_DURATION", 10)
+const duration = number("BENCH_DURATION", 12)
+const rounds = Math.max(1, Math.floor(number("BENCH_ROUNDS", 4)))
 const warmup = number("BENCH_WARMUP", 2)
 const poolMax = number("DATABASE_POOL_MAX", 10)
 const encounterCount = number("BENCH_ENCOUNTERS", defaultGenerateOptions.encounters)
@@ -279,10 +284,19 @@ interface Figures {
   readonly postgresCpuMsPerRequest?: number
 }
 
-const drive = (base: string, route: BenchRoute, token: string, seconds: number): Promise<Figures> => {
+interface Drive {
+  readonly requests: number
+  readonly non2xx: number
+  readonly errors: number
+  /** Every response's latency in ms, for percentiles over several rounds. */
+  readonly latencies: ReadonlyArray<number>
+}
+
+const drive = (base: string, route: BenchRoute, token: string, seconds: number): Promise<Drive> => {
   let next = 0
+  const latencies: Array<number> = []
   return new Promise((done, fail) => {
-    autocannon(
+    const instance = autocannon(
       {
         url: base,
         connections,
@@ -297,18 +311,18 @@ const drive = (base: string, route: BenchRoute, token: string, seconds: number):
       },
       (error, result) => {
         if (error !== null && error !== undefined) return fail(error)
-        done({
-          requestsPerSecond: result.requests.average,
-          p50Ms: result.latency.p50,
-          p99Ms: result.latency.p99,
-          requests: result.requests.total,
-          non2xx: result.non2xx,
-          errors: result.errors + result.timeouts
-        })
+        done({ requests: result.requests.total, non2xx: result.non2xx, errors: result.errors + result.timeouts, latencies })
       }
     )
+    instance.on("response", (_client: unknown, _status: number, _bytes: number, responseTime: number) => {
+      latencies.push(responseTime)
+    })
   })
 }
+
+/** The `fraction` percentile of `sorted` (nearest rank), rounded to the ms as autocannon reports. */
+const percentile = (sorted: ReadonlyArray<number>, fraction: number): number =>
+  sorted.length === 0 ? 0 : Math.round(sorted[Math.min(sorted.length - 1, Math.ceil(fraction * sorted.length) - 1)] ?? 0)
 
 /** Resident set of a process, in MB, from /proc (VmRSS now, VmHWM its peak since start). */
 const memoryOf = (pid: number) => {
@@ -447,17 +461,39 @@ const main = async () => {
     }, 200)
     try {
       for (const route of routes) {
+        const servers = [["service", serviceBase, service.pid], ["floor", floorBase, floor.pid]] as const
+        const totals = new Map(servers.map(([name]) => [name, {
+          requests: 0, non2xx: 0, errors: 0, seconds: 0, serverCpu: 0, postgresCpu: 0, latencies: new Array<number>()
+        }]))
+        if (warmup > 0) for (const [, base] of servers) await drive(base, route, token, warmup)
+        for (let round = 0; round < rounds; round++) {
+          for (const [name, base, pid] of round % 2 === 0 ? servers : [...servers].reverse()) {
+            const total = totals.get(name)!
+            const serverCpuBefore = pid === undefined ? 0 : cpuSecondsOf(pid)
+            const postgresCpuBefore = postgresCpuSeconds()
+            const measured = await drive(base, route, token, duration / rounds)
+            total.serverCpu += pid === undefined ? 0 : cpuSecondsOf(pid) - serverCpuBefore
+            total.postgresCpu += postgresCpuSeconds() - postgresCpuBefore
+            total.requests += measured.requests
+            total.non2xx += measured.non2xx
+            total.errors += measured.errors
+            total.seconds += duration / rounds
+            for (const latency of measured.latencies) total.latencies.push(latency)
+          }
+        }
         const figures: Record<string, Figures> = {}
-        for (const [name, base, pid] of [["service", serviceBase, service.pid], ["floor", floorBase, floor.pid]] as const) {
-          if (warmup > 0) await drive(base, route, token, warmup)
-          const serverCpuBefore = pid === undefined ? 0 : cpuSecondsOf(pid)
-          const postgresCpuBefore = postgresCpuSeconds()
-          const measured = await drive(base, route, token, duration)
-          const perRequestMs = (seconds: number) => measured.requests === 0 ? 0 : round((seconds * 1000) / measured.requests, 3)
+        for (const [name, total] of totals) {
+          const sorted = total.latencies.sort((a, b) => a - b)
+          const perRequestMs = (seconds: number) => total.requests === 0 ? 0 : round((seconds * 1000) / total.requests, 3)
           figures[name] = {
-            ...measured,
-            serverCpuMsPerRequest: perRequestMs(pid === undefined ? 0 : cpuSecondsOf(pid) - serverCpuBefore),
-            postgresCpuMsPerRequest: perRequestMs(postgresCpuSeconds() - postgresCpuBefore)
+            requestsPerSecond: round(total.requests / total.seconds),
+            p50Ms: percentile(sorted, 0.5),
+            p99Ms: percentile(sorted, 0.99),
+            requests: total.requests,
+            non2xx: total.non2xx,
+            errors: total.errors,
+            serverCpuMsPerRequest: perRequestMs(total.serverCpu),
+            postgresCpuMsPerRequest: perRequestMs(total.postgresCpu)
           }
         }
         const s = figures["service"]
@@ -504,7 +540,7 @@ const main = async () => {
     at: new Date().toISOString(),
     machine: { cpus: cpus().length, cpuModel: cpus()[0]?.model ?? "unknown", node: process.version, postgres: version?.server_version },
     data: samples.counts,
-    settings: { connections, durationSeconds: duration, warmupSeconds: warmup, poolMax },
+    settings: { connections, durationSeconds: duration, rounds, warmupSeconds: warmup, poolMax },
     routes: results,
     serviceRss: { peakMb: round(peakRssMb) },
     targets
@@ -519,7 +555,7 @@ const main = async () => {
     `Measured ${report.at.slice(0, 10)} on ${report.machine.cpus} × ${report.machine.cpuModel}, Node ${report.machine.node}, ` +
       `PostgreSQL ${report.machine.postgres}; ${samples.counts["encounters"]} encounters ` +
       `(${samples.counts["big_organization_encounters"]} in ${bigOrganization}, the one measured), ` +
-      `${connections} connections, ${duration} s per route and server after ${warmup} s of warm-up, pool ${poolMax}.`,
+      `${connections} connections, ${duration} s per route and server in ${rounds} alternating rounds after ${warmup} s of warm-up, pool ${poolMax}.`,
     "",
     "| Route | Service req/s | p50 ms | p99 ms | Floor req/s | p50 ms | p99 ms | Service / floor | CPU ms per request: service + PostgreSQL | floor + PostgreSQL |",
     "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
