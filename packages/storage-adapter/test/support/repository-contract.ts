@@ -111,6 +111,24 @@ const countRows = (table: string, column: string, values: ReadonlyArray<string>)
     )
   ).pipe(Effect.map((rows) => rows[0]?.count ?? -1))
 
+/** A disclosure event of a detail read, with a new id from the generator in context. */
+const disclosureEvent = (organizationId: OrganizationId, occurredAt: string, encounterId: string) =>
+  Effect.map(
+    Effect.flatMap(IdGenerator, (ids) => ids.next("disclosure")),
+    (eventId): DisclosureEvent =>
+      ({
+        eventId,
+        occurredAt: at(occurredAt),
+        organizationId,
+        apiKeyId: "key_test",
+        operationId: "getPublicEncounter",
+        encounterId,
+        documentId: null,
+        patientId: "pat_1",
+        requestId: "req_1"
+      }) as DisclosureEvent
+  )
+
 /**
  * The repository contract: what every PostgreSQL the service runs on must do. Called once per
  * kind of database (a real server, the embedded PGlite) with a factory of fresh databases.
@@ -717,27 +735,11 @@ export const repositoryContract = (factory: TestDatabaseFactory) => {
         const unitOfWork = yield* UnitOfWork
         const recorder = yield* DisclosureRecorder
         const operator = yield* OperatorStore
-        const idGenerator = yield* IdGenerator
         const org = unique("org") as OrganizationId
         const other = unique("org_other") as OrganizationId
         yield* operator.createOrganization({ organizationId: org, name: "Disclosing" })
         yield* operator.createOrganization({ organizationId: other, name: "Other" })
-        const event = (organizationId: OrganizationId, occurredAt: string, encounterId: string) =>
-          Effect.map(
-            idGenerator.next("disclosure"),
-            (eventId): DisclosureEvent =>
-              ({
-                eventId,
-                occurredAt: at(occurredAt),
-                organizationId,
-                apiKeyId: "key_test",
-                operationId: "getPublicEncounter",
-                encounterId,
-                documentId: null,
-                patientId: "pat_1",
-                requestId: "req_1"
-              }) as DisclosureEvent
-          )
+        const event = disclosureEvent
 
         // Committed with the read.
         const committed = yield* Effect.all([
@@ -813,22 +815,10 @@ export const repositoryContract = (factory: TestDatabaseFactory) => {
         const unitOfWork = yield* UnitOfWork
         const recorder = yield* DisclosureRecorder
         const pg = yield* PgClient
-        const idGenerator = yield* IdGenerator
         const operator = yield* OperatorStore
         const org = unique("org") as OrganizationId
         yield* operator.createOrganization({ organizationId: org, name: "Grouped" })
-        const event = (encounterId: string) =>
-          Effect.map(idGenerator.next("disclosure"), (eventId): DisclosureEvent => ({
-            eventId,
-            occurredAt: at("2026-05-01T09:00:00.000Z"),
-            organizationId: org,
-            apiKeyId: "key_test",
-            operationId: "getPublicEncounter",
-            encounterId,
-            documentId: null,
-            patientId: null,
-            requestId: "req_group"
-          }) as DisclosureEvent)
+        const event = (encounterId: string) => disclosureEvent(org, "2026-05-01T09:00:00.000Z", encounterId)
         const transactionId = pg.run("test.txid", (sql) => sql<Array<{ id: string }>>`SELECT txid_current()::text AS id`).pipe(
           Effect.map((rows) => rows[0]!.id)
         )
