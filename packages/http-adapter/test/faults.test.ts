@@ -117,14 +117,30 @@ describe(`faults (${databases.label})`, () => {
     }, 60_000)
   })
 
-  it("a store call that never settles: 503 digest_key_unavailable at the request deadline (10 s), not a hang; the next request is served", async () => {
+  // GET is answered on the Node fast path (the deadline interrupts the request's own fiber),
+  // HEAD by the platform's handler (Effect.timeout): both must give the same answer.
+  it("a store call that never settles: 503 digest_key_unavailable at the request deadline (10 s), not a hang, on GET and HEAD; the next request is served", async () => {
     const server = await startMemoryServer(contractFixture, {}, (api) => ({ ...api, getPublicEncounter: () => Effect.never }))
     try {
       const startedAt = Date.now()
-      const stuck = await send(server.baseUrl, paths.encounter("enc_a1"), { headers: bearer(tokens.riversideFull) })
-      expect({ status: stuck.status, body: stuck.body }).toEqual({ status: 503, body: unavailable("digest_key_unavailable") })
-      expect(Date.now() - startedAt).toBeGreaterThanOrEqual(9_900)
-      expect(Date.now() - startedAt).toBeLessThan(20_000)
+      const timed = (method: string, requestId: string) =>
+        send(server.baseUrl, paths.encounter("enc_a1"), {
+          method,
+          headers: { ...bearer(tokens.riversideFull), "x-request-id": requestId }
+        }).then((response) => ({ response, elapsed: Date.now() - startedAt }))
+      const [get, head] = await Promise.all([timed("GET", "req_stuck_get"), timed("HEAD", "req_stuck_head")])
+      expect({ status: get.response.status, body: get.response.body }).toEqual({ status: 503, body: unavailable("digest_key_unavailable") })
+      expect(head.response.status).toBe(503)
+      for (const { elapsed } of [get, head]) {
+        expect(elapsed).toBeGreaterThanOrEqual(9_900)
+        expect(elapsed).toBeLessThan(20_000)
+      }
+      const logged = server.logLines().map((line) => JSON.parse(line) as Record<string, unknown>)
+        .filter((line) => line["request_id"] === "req_stuck_get" || line["request_id"] === "req_stuck_head")
+        .map((line) => ({ method: line["method"], status: line["status"], reason_code: line["reason_code"], detail: line["detail"] }))
+      expect(logged.sort((a, b) => String(a.method).localeCompare(String(b.method)))).toEqual(["GET", "HEAD"].map((method) => ({
+        method, status: 503, reason_code: "digest_key_unavailable", detail: "request deadline exceeded"
+      })))
       faultsSurvived++
       expect((await send(server.baseUrl, paths.list(), { headers: bearer(tokens.riversideFull) })).status).toBe(200)
     } finally {
