@@ -27,7 +27,14 @@ import { makeRequestMetrics, matchOperationsPath, type OperationsPath, serveOper
 import { answerClientError } from "./transport-errors.js"
 import { errorResponse } from "./request-context.js"
 import { type RequestLogEntry, RequestLogSink } from "./request-log.js"
-import { acceptCallerRequestId, matchRoute, parseQuery, type RouteMatch, splitRequestTarget } from "./routing.js"
+import {
+  acceptCallerRequestId,
+  matchRoute,
+  parseQuery,
+  type RequestTarget,
+  type RouteMatch,
+  splitRequestTarget
+} from "./routing.js"
 import { PublicHttpApi } from "../api/definition.js"
 
 export interface PublicHttpAppService {
@@ -179,6 +186,14 @@ interface RequestView {
 const firstHeader = (value: string | ReadonlyArray<string> | undefined): string | undefined =>
   typeof value === "string" || value === undefined ? value : value[0]
 
+/** Where a request's target leads, read once per request (the fast path decides on it, `answer` serves it). */
+interface Routed {
+  readonly rawQuery: RequestTarget["rawQuery"]
+  readonly operationsPath: OperationsPath | undefined
+  readonly mediaToken: string | undefined
+  readonly match: RouteMatch | undefined
+}
+
 type OtherTarget =
   | { readonly _tag: "Operations"; readonly path: OperationsPath }
   | { readonly _tag: "Media"; readonly token: string }
@@ -233,23 +248,29 @@ const makePublicHttpApp = (
       Effect.catchAllCause((cause) => Effect.succeed(refused(recover(cause))))
     )
 
+  const routeOf = (url: string): Routed => {
+    const { pathname, rawQuery } = splitRequestTarget(url)
+    const operationsPath = matchOperationsPath(pathname)
+    const mediaToken = Option.isSome(media) ? matchMediaPath(pathname) : undefined
+    const match = mediaToken === undefined ? matchRoute(pathname) : undefined
+    return { rawQuery, operationsPath, mediaToken, match }
+  }
+
   /**
-   * The answer to one request: routing, the outcome, the response headers every answer
+   * The answer to one request, routed by `routeOf`: the outcome, the response headers every answer
    * carries, the log line and the metrics. `serveOther` answers what only the platform can
    * (documentation, media, operations endpoints); the Node fast path never asks it.
    */
   const answer = <R>(
     view: RequestView,
+    routed: Routed,
     serveOther: (target: OtherTarget) => Effect.Effect<Outcome, never, R>,
     deadline: Deadline
   ): Effect.Effect<HttpServerResponse.HttpServerResponse, never, R> =>
     Effect.gen(function*() {
       const startedAt = performance.now()
       const requestId = acceptCallerRequestId(firstHeader(view.headers["x-request-id"])) ?? newRequestId()
-      const { pathname, rawQuery } = splitRequestTarget(view.url)
-      const operationsPath = matchOperationsPath(pathname)
-      const mediaToken = Option.isSome(media) ? matchMediaPath(pathname) : undefined
-      const match = mediaToken === undefined ? matchRoute(pathname) : undefined
+      const { rawQuery, operationsPath, mediaToken, match } = routed
       metrics.started()
 
       const outcome: Outcome = operationsPath !== undefined
@@ -297,7 +318,7 @@ const makePublicHttpApp = (
     }).pipe(Effect.ensuring(Effect.sync(metrics.finished)))
 
   const app: PublicHttpAppService["app"] = Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) =>
-    answer(request, (target) => {
+    answer(request, routeOf(request.url), (target) => {
       switch (target._tag) {
         case "Operations":
           return Effect.map(serveOperations(target.path, metrics, database), (response) => answered(response))
@@ -321,12 +342,11 @@ const makePublicHttpApp = (
   const serveOnNode = (nodeRequest: IncomingMessage, nodeResponse: ServerResponse): boolean => {
     const url = nodeRequest.url ?? "/"
     if (nodeRequest.method !== "GET") return false
-    const { pathname } = splitRequestTarget(url)
-    if (matchOperationsPath(pathname) !== undefined) return false
-    if (Option.isSome(media) && matchMediaPath(pathname) !== undefined) return false
-    const match = matchRoute(pathname)
-    if (match === undefined || match.route.operationId === null) return false
-    const fiber = runFork(answer({ method: "GET", url, headers: nodeRequest.headers }, notOnFastPath, deadlineByInterruption).pipe(
+    const routed = routeOf(url)
+    if (routed.operationsPath !== undefined || routed.mediaToken !== undefined) return false
+    if (routed.match === undefined || routed.match.route.operationId === null) return false
+    const view: RequestView = { method: "GET", url, headers: nodeRequest.headers }
+    const fiber = runFork(answer(view, routed, notOnFastPath, deadlineByInterruption).pipe(
       Effect.flatMap((response) =>
         Effect.sync(() => {
           if (nodeResponse.writableEnded) return
