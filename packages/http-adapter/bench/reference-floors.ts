@@ -9,12 +9,10 @@
  * nothing but a scratch table, dropped at the end.
  */
 import { fork } from "node:child_process"
-import { readdirSync, readFileSync } from "node:fs"
 import { createServer } from "node:http"
 import { fileURLToPath } from "node:url"
-import { makePgClient } from "@clinical-api/storage-adapter"
 import autocannon from "autocannon"
-import { Effect, Exit, Scope } from "effect"
+import { cpuSecondsOf, openPool, postgresCpuSeconds } from "./bench-support.js"
 
 const databaseUrl = process.env["DATABASE_URL"] || "postgres://postgres@127.0.0.1:5432/clinical_bench"
 const port = 18090
@@ -24,15 +22,8 @@ const auditTable = "bench_reference_audit"
 
 type Mode = "read" | "read-and-commit"
 
-/** A raw postgres.js pool (the storage adapter's, with prepared statements), closed with its scope. */
-const openPool = async (maxConnections: number) => {
-  const scope = Effect.runSync(Scope.make())
-  const client = await Effect.runPromise(makePgClient({ url: databaseUrl, maxConnections }).pipe(Scope.extend(scope)))
-  return { sql: client.pool, close: () => Effect.runPromise(Scope.close(scope, Exit.void)) }
-}
-
 const serve = async (mode: Mode) => {
-  const { sql } = await openPool(10)
+  const { sql } = await openPool(databaseUrl, 10)
   const ids = (await sql<Array<{ encounter_id: string }>>`
     SELECT encounter_id FROM encounters TABLESAMPLE SYSTEM (1) REPEATABLE (7) LIMIT 2000`).map((row) => row.encounter_id)
   let next = 0
@@ -59,25 +50,6 @@ const serve = async (mode: Mode) => {
   }).listen(port, "127.0.0.1", () => process.send?.("listening"))
 }
 
-const cpuSeconds = (pid: number | "postgres"): number => {
-  const of = (id: string) => {
-    try {
-      const fields = readFileSync(`/proc/${id}/stat`, "utf8").replace(/^.*\) /, "").split(" ")
-      return (Number(fields[11]) + Number(fields[12])) / 100
-    } catch {
-      return 0
-    }
-  }
-  if (pid !== "postgres") return of(String(pid))
-  return readdirSync("/proc").filter((entry) => /^\d+$/.test(entry)).reduce((total, entry) => {
-    try {
-      return readFileSync(`/proc/${entry}/comm`, "utf8").trim() === "postgres" ? total + of(entry) : total
-    } catch {
-      return total
-    }
-  }, 0)
-}
-
 const measure = (mode: Mode) =>
   new Promise<string>((resolve, reject) => {
     const child = fork(fileURLToPath(import.meta.url), ["serve", mode], { execArgv: process.execArgv })
@@ -86,14 +58,14 @@ const measure = (mode: Mode) =>
       try {
         const url = `http://127.0.0.1:${port}/`
         await autocannon({ url, connections, duration: 2 })
-        const [serverBefore, postgresBefore] = [cpuSeconds(child.pid!), cpuSeconds("postgres")]
+        const [serverBefore, postgresBefore] = [cpuSecondsOf(child.pid!), postgresCpuSeconds()]
         const result = await autocannon({ url, connections, duration })
         const requests = result.requests.total
         const perRequest = (seconds: number) => (seconds * 1000 / Math.max(1, requests)).toFixed(3)
         resolve(
           `${mode.padEnd(16)} ${Math.round(requests / duration)} req/s p50 ${result.latency.p50} ms p99 ${result.latency.p99} ms` +
-            ` non-2xx ${result.non2xx} | CPU ms/request server ${perRequest(cpuSeconds(child.pid!) - serverBefore)}` +
-            ` + pg ${perRequest(cpuSeconds("postgres") - postgresBefore)}`
+            ` non-2xx ${result.non2xx} | CPU ms/request server ${perRequest(cpuSecondsOf(child.pid!) - serverBefore)}` +
+            ` + pg ${perRequest(postgresCpuSeconds() - postgresBefore)}`
         )
       } catch (error) {
         reject(error)
@@ -106,7 +78,7 @@ const measure = (mode: Mode) =>
 if (process.argv[2] === "serve") {
   await serve(process.argv[3] as Mode)
 } else {
-  const { sql, close } = await openPool(1)
+  const { sql, close } = await openPool(databaseUrl, 1)
   await sql`CREATE TABLE IF NOT EXISTS ${sql(auditTable)} (id bigserial PRIMARY KEY, encounter_id text NOT NULL, at timestamptz NOT NULL DEFAULT now())`
   try {
     for (const mode of ["read", "read-and-commit", "read-and-commit", "read"] as const) console.log(await measure(mode))

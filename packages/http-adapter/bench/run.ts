@@ -20,7 +20,7 @@
  * Writes bench/results.json and the results and query plans into README.md's Performance section.
  */
 import { type ChildProcess, execFileSync, spawn } from "node:child_process"
-import { readdirSync, readFileSync, writeFileSync } from "node:fs"
+import { readFileSync, writeFileSync } from "node:fs"
 import { cpus } from "node:os"
 import { dirname, resolve } from "node:path"
 import { fileURLToPath } from "node:url"
@@ -41,21 +41,14 @@ import {
   migrate,
   organizationByIdStatement,
   type Fragment,
-  makePgClient,
   PgClient,
   PgClientLayer,
   type Sql
 } from "@clinical-api/storage-adapter"
 import autocannon from "autocannon"
 import { startScriptNodeFlags } from "../scripts/service-process.js"
-import { Effect, Exit, Redacted, Scope } from "effect"
-
-/** A raw postgres.js pool (the storage adapter's), closed with its scope. */
-const openPool = async (url: string, maxConnections: number) => {
-  const scope = Effect.runSync(Scope.make())
-  const client = await Effect.runPromise(makePgClient({ url, maxConnections }).pipe(Scope.extend(scope)))
-  return { sql: client.pool, close: () => Effect.runPromise(Scope.close(scope, Exit.void)) }
-}
+import { cpuSecondsOf, openPool, postgresCpuSeconds } from "./bench-support.js"
+import { Effect, Redacted } from "effect"
 
 const here = dirname(fileURLToPath(import.meta.url))
 const root = resolve(here, "../../..")
@@ -330,26 +323,6 @@ const memoryOf = (pid: number) => {
   const field = (name: string) => Number(new RegExp(`${name}:\\s+(\\d+) kB`).exec(status)?.[1] ?? "0") / 1024
   return { rssMb: field("VmRSS"), peakMb: field("VmHWM") }
 }
-
-/** CPU seconds (user + system) of a process, from /proc/{pid}/stat (in clock ticks of 1/100 s). */
-const cpuSecondsOf = (pid: number | string): number => {
-  try {
-    const fields = readFileSync(`/proc/${pid}/stat`, "utf8").replace(/^.*\) /, "").split(" ")
-    return (Number(fields[11]) + Number(fields[12])) / 100
-  } catch {
-    return 0 // the process ended between the listing and the read
-  }
-}
-
-/** CPU seconds of every PostgreSQL server process on this machine (the database's share of the work). */
-const postgresCpuSeconds = (): number =>
-  readdirSync("/proc").filter((entry) => /^\d+$/.test(entry)).reduce((total, pid) => {
-    try {
-      return readFileSync(`/proc/${pid}/comm`, "utf8").trim() === "postgres" ? total + cpuSecondsOf(pid) : total
-    } catch {
-      return total
-    }
-  }, 0)
 
 /** EXPLAIN (ANALYZE, BUFFERS) of every statement of the routes, in a transaction rolled back. */
 const explainAll = async (sql: Sql, samples: Samples, tokenDigest: string) => {
