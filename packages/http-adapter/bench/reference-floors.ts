@@ -54,6 +54,7 @@ const measure = (mode: Mode) =>
   new Promise<string>((resolve, reject) => {
     const child = fork(fileURLToPath(import.meta.url), ["serve", mode], { execArgv: process.execArgv })
     child.once("error", reject)
+    child.once("exit", (code) => reject(new Error(`the ${mode} server exited (${code}) before it listened`)))
     child.once("message", async () => {
       try {
         const url = `http://127.0.0.1:${port}/`
