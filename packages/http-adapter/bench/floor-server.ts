@@ -32,7 +32,8 @@ import {
   requiredScopes,
   type StoredDocument,
   type StoredEncounter,
-  type StoredDocumentSummary
+  type StoredDocumentSummary,
+  withTimestampsAsText
 } from "@clinical-api/domain"
 import {
   apiKeyByDigestStatement,
@@ -289,7 +290,8 @@ const server = createServer((request, response) => {
   const path = question === -1 ? target : target.slice(0, question)
   const rawQuery = question === -1 ? "" : target.slice(question + 1)
   handle(path, rawQuery, request.headers.authorization, requestId).then(
-    (body) => send(response, 200, JSON.stringify(body), requestId),
+    // The service's own JSON writing (Dates as text first), so the ratio measures the rest.
+    (body) => send(response, 200, JSON.stringify(withTimestampsAsText(body)), requestId),
     (error: unknown) => {
       const status = error instanceof Refusal ? error.status : 503
       send(response, status, JSON.stringify({ error: { status } }), requestId)
