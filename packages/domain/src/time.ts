@@ -133,6 +133,12 @@ export const withTimestampsAsText = (value: unknown): unknown => {
     return copy
   }
   const copy: Record<string, unknown> = {}
-  for (const key of Object.keys(value)) copy[key] = withTimestampsAsText((value as Record<string, unknown>)[key])
+  for (const key of Object.keys(value)) {
+    const copied = withTimestampsAsText((value as Record<string, unknown>)[key])
+    // Assigning `__proto__` would set the copy's prototype; it must be an own key, as in the
+    // original. (A prototype-less copy would do, but V8 keeps those in slow dictionary mode.)
+    if (key === "__proto__") Object.defineProperty(copy, key, { value: copied, enumerable: true, writable: true, configurable: true })
+    else copy[key] = copied
+  }
   return copy
 }

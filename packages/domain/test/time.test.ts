@@ -58,6 +58,9 @@ describe("timestamps written as text", () => {
         fc.dictionary(fc.string({ maxLength: 6 }), tie("value"), { maxKeys: 4 })
       )
     })).value
+    const hostileKey = JSON.parse('{"__proto__":{"at":"x"},"b":[1,null]}') as Record<string, unknown>
+    hostileKey["at"] = new Date(0)
+    expect(JSON.stringify(withTimestampsAsText(hostileKey))).toBe(JSON.stringify(hostileKey))
     fc.assert(fc.property(withDates, (value) => {
       const before = JSON.stringify(value)
       expect(JSON.stringify(withTimestampsAsText(value))).toBe(before)
