@@ -133,6 +133,18 @@ describe("compileRowGuard", () => {
     }
   })
 
+  it("checks a DateFromSelf column as the library does: any Date, an invalid one too, and nothing else", () => {
+    const guard = compileRowGuard(EncounterRow)
+    const is = Schema.is(EncounterRow)
+    const lookalikes = [new Date(Number.NaN), created.toISOString(), created.getTime(), { getTime: () => 0 }, null]
+    for (const createdAt of lookalikes) {
+      const row = { ...encounterRow, created_at: createdAt }
+      expect(guard(row)).toBe(is(row))
+    }
+    expect(guard({ ...encounterRow, created_at: new Date(Number.NaN) })).toBe(true)
+    expect(guard({ ...encounterRow, created_at: created.toISOString() })).toBe(false)
+  })
+
   it("applies the filters: a date of birth that is no calendar date, an empty id, a negative or infinite duration", () => {
     expect(compileRowGuard(EncounterRow)({ ...encounterRow, date_of_birth: "10000-01-01" })).toBe(false)
     expect(compileRowGuard(EncounterRow)({ ...encounterRow, date_of_birth: "2023-02-29" })).toBe(false)

@@ -24,7 +24,10 @@ const compile = (ast: SchemaAST.AST): Guard => {
     }
     case "Union": {
       const members = ast.types.map(compile)
-      return (input) => members.some((member) => member(input))
+      return (input) => {
+        for (const member of members) if (member(input)) return true
+        return false
+      }
     }
     case "Refinement": {
       const from = compile(ast.from)
@@ -50,7 +53,9 @@ const compile = (ast: SchemaAST.AST): Guard => {
       }
     }
   }
-  // Declarations (`DateFromSelf`), tuples, suspensions and the rest: the library's own check.
+  // `DateFromSelf` is declared with `Predicate.isDate` (any Date, a potentially invalid one too).
+  if (ast === Schema.DateFromSelf.ast) return (input) => input instanceof Date
+  // Other declarations, tuples, suspensions and the rest: the library's own check.
   return ParseResult.is(Schema.make(ast))
 }
 
