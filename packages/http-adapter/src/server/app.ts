@@ -26,6 +26,7 @@ import { PublicApiHandlersLive } from "./handlers.js"
 import { matchMediaPath, MEDIA_ROUTE_TEMPLATE, serveMedia } from "./media.js"
 import { makeRequestMetrics, matchOperationsPath, type OperationsPath, serveOperations } from "./operations.js"
 import { answerClientError } from "./transport-errors.js"
+import { carriesAllowGet } from "./request-context.js"
 import { type RequestLogEntry, RequestLogSink } from "./request-log.js"
 import {
   acceptCallerRequestId,
@@ -112,7 +113,7 @@ const refused = (error: PublicApiError): Outcome => ({
     _tag: "Json",
     status: error.status,
     body: JSON.stringify(error.toResponse()),
-    allowGet: error.reasonCode === "method_not_allowed"
+    allowGet: carriesAllowGet(error)
   },
   reasonCode: error.reasonCode,
   detail: error.detail ?? null,

@@ -21,11 +21,14 @@ export interface Refusal {
 
 export const currentRefusal: FiberRef.FiberRef<Option.Option<Refusal>> = FiberRef.unsafeMake(Option.none())
 
+/** Whether a refusal carries `Allow: GET`: only the 405 does. */
+export const carriesAllowGet = (error: PublicApiError): boolean => error.reasonCode === "method_not_allowed"
+
 /** The exact four-field body of contract section 7, with the catalogue's status. */
 export const errorResponse = (error: PublicApiError): HttpServerResponse.HttpServerResponse =>
   HttpServerResponse.unsafeJson(error.toResponse(), {
     status: error.status,
-    headers: error.reasonCode === "method_not_allowed" ? { allow: "GET" } : undefined
+    headers: carriesAllowGet(error) ? { allow: "GET" } : undefined
   })
 
 /** Answers `error` and notes it for the request log. */
