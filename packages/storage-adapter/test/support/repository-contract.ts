@@ -31,6 +31,7 @@ import {
   MigrationMismatch,
   migrations,
   OperatorStore,
+  seekFromOffset,
   OperatorStoreLive,
   PgClient,
   PgClientLayer,
@@ -333,6 +334,120 @@ export const repositoryContract = (factory: TestDatabaseFactory) => {
         yield* expectExactTotals
         const otherPage = yield* repository.listForOrganization(other as OrganizationId, query({ limit: 1 }))
         expect(otherPage.total).toBe(times.length)
+      })
+    )
+
+    it.effect("list: a page sought through the daily counts is the page of an entry-by-entry skip, at every offset, range and order, after changes", () =>
+      Effect.gen(function* () {
+        const org = unique("org")
+        const other = unique("org")
+        const days = ["2026-04-29", "2026-04-30", "2026-05-01", "2026-05-02"]
+        const edges = ["00:00:00.000", "00:00:00.000", "00:00:00.001", "11:30:00.000", "23:59:59.999", "23:59:59.999"]
+        const times = days.flatMap((day) => edges.map((edge) => `${day}T${edge}Z`))
+        const classes = ["clinical", "clinical", "demo", "clinical", "training", "clinical", "clinical"] as const
+        yield* load(
+          fixture({
+            organizations: [organization(org), organization(other)],
+            encounters: [
+              ...times.map((time, index) =>
+                encounter(org, `${org}_e${index}`, time, { data_class: classes[index % classes.length] ?? "clinical" })),
+              ...times.map((time, index) => encounter(other, `${other}_e${index}`, time))
+            ]
+          })
+        )
+        const client = yield* PgClient
+        const bounds = [
+          null,
+          "2026-04-29T00:00:00.000Z",
+          "2026-04-30T00:00:00.001Z",
+          "2026-04-30T23:59:59.999Z",
+          "2026-05-01T11:30:00.000Z",
+          "2026-05-02T00:00:00.000Z",
+          "2026-05-03T00:00:00.000Z"
+        ]
+        const pageOf = (listQuery: EncounterListQuery, seekFrom: number) =>
+          client.run("test.page", (sql) =>
+            sql<Array<{ total: number; encounter_id: string | null }>>`${encounterPageStatement(sql, org as OrganizationId, listQuery, seekFrom)}`
+          ).pipe(Effect.map((rows) => ({
+            total: rows[0]?.total,
+            ids: rows.flatMap((row) => row.encounter_id === null ? [] : [row.encounter_id])
+          })))
+        const expectSoughtPagesExact = Effect.gen(function* () {
+          const rows = yield* client.run("test.truth", (sql) => sql<Array<{ encounter_id: string; created_at: Date }>>`
+            SELECT encounter_id, created_at FROM encounters WHERE organization_id = ${org} AND data_class = 'clinical'`)
+          let compared = 0
+          for (const from of bounds) {
+            for (const to of bounds) {
+              const startAt = from === null ? null : at(from)
+              const endAt = to === null ? null : at(to)
+              if (startAt !== null && endAt !== null && startAt.getTime() >= endAt.getTime()) continue
+              const ascending = rows
+                .filter((row) =>
+                  (startAt === null || row.created_at.getTime() >= startAt.getTime()) &&
+                  (endAt === null || row.created_at.getTime() < endAt.getTime()))
+                .sort((a, b) => a.created_at.getTime() - b.created_at.getTime() || compareBytewise(a.encounter_id, b.encounter_id))
+                .map((row) => row.encounter_id)
+              for (const sortOrder of ["asc", "desc"] as const) {
+                const ordered = sortOrder === "asc" ? ascending : [...ascending].reverse()
+                for (let offset = 0; offset <= ordered.length + 1; offset++) {
+                  const listQuery = query({ startAt, endAt, sortOrder, offset, limit: 2 })
+                  const sought = yield* pageOf(listQuery, 0)
+                  const where = `[${from}, ${to}) ${sortOrder} offset ${offset}`
+                  expect(sought, where).toEqual({ total: ordered.length, ids: ordered.slice(offset, offset + 2) })
+                  compared++
+                }
+              }
+            }
+          }
+          return compared
+        })
+        expect(yield* expectSoughtPagesExact).toBeGreaterThan(500)
+        // The seek skips whole days: at the last page of the unbounded list, the page's index scan
+        // reads at most a day's entries and the page, not the whole list.
+        const pg = yield* PgClient
+        for (const sortOrder of ["asc", "desc"] as const) {
+          const total = (yield* pageOf(query({ limit: 1 }), 0)).total ?? 0
+          const plan = yield* pg.transactionally(
+            Effect.gen(function* () {
+              yield* pg.run("test.settings", (sql) => sql`SET LOCAL enable_seqscan = off`)
+              yield* pg.run("test.settings", (sql) => sql`SET LOCAL enable_bitmapscan = off`)
+              return yield* pg.run(
+                "test.explain",
+                (sql) => sql<Array<{ "QUERY PLAN": string }>>`EXPLAIN (ANALYZE, TIMING OFF) ${encounterPageStatement(
+                  sql,
+                  org as OrganizationId,
+                  query({ sortOrder, offset: total - 2, limit: 2 }),
+                  0
+                )}`
+              )
+            })
+          )
+          const scanned = plan
+            .map((row) => /Index Only Scan.* on encounters .*actual rows=(\d+)/.exec(row["QUERY PLAN"])?.[1])
+            .filter((rows) => rows !== undefined)
+          expect(scanned, plan.map((row) => row["QUERY PLAN"]).join("\n")).toHaveLength(1)
+          expect(Number(scanned[0]), sortOrder).toBeLessThanOrEqual(edges.length + 2)
+          expect(total).toBeGreaterThan(2 * edges.length)
+        }
+        // Changes through SQL move encounters across midnights and out of the list: the counts follow.
+        yield* client.run("test.change", (sql) => sql`
+          UPDATE encounters SET created_at = created_at + interval '1 millisecond'
+          WHERE organization_id = ${org} AND created_at::time = '23:59:59.999'`)
+        yield* client.run("test.change", (sql) => sql`
+          UPDATE encounters SET data_class = CASE data_class WHEN 'clinical' THEN 'demo' ELSE 'clinical' END
+          WHERE organization_id = ${org} AND encounter_id LIKE ${`${org}_e1%`}`)
+        yield* client.run("test.change", (sql) => sql`
+          DELETE FROM encounters WHERE organization_id = ${org} AND encounter_id LIKE ${`${org}_e2%`}`)
+        yield* expectSoughtPagesExact
+        // The repository seeks from `seekFromOffset` on, and only there.
+        const db = yield* CurrentDatabase
+        const repository = yield* EncounterRepository
+        for (const offset of [seekFromOffset - 1, seekFromOffset]) {
+          db.queries.length = 0
+          const page = yield* repository.listForOrganization(org as OrganizationId, query({ offset, startAt: at("2026-04-29T00:00:00.000Z") }))
+          expect(page.items).toEqual([])
+          expect(db.queries.some((text) => /WITH seek AS/.test(text)), `offset ${offset}`).toBe(offset >= seekFromOffset)
+        }
       })
     )
 
