@@ -130,6 +130,49 @@ const disclosureEvent = (organizationId: OrganizationId, occurredAt: string, enc
       }) as DisclosureEvent
   )
 
+/** Midnight-edge days of the list tests: four days, each with encounters at the given times of day. */
+const edgeDays = ["2026-04-29", "2026-04-30", "2026-05-01", "2026-05-02"]
+
+/**
+ * Two organizations with an encounter at each of the edge times of every edge day: the first's
+ * of the given data classes in turn, the other's all clinical.
+ */
+const loadAroundMidnights = (
+  org: string,
+  other: string,
+  edges: ReadonlyArray<string>,
+  classes: ReadonlyArray<FixtureEncounter["data_class"]>
+) => {
+  const times = edgeDays.flatMap((day) => edges.map((edge) => `${day}T${edge}Z`))
+  return load(
+    fixture({
+      organizations: [organization(org), organization(other)],
+      encounters: [
+        ...times.map((time, index) =>
+          encounter(org, `${org}_e${index}`, time, { data_class: classes[index % classes.length] ?? "clinical" })),
+        ...times.map((time, index) => encounter(other, `${other}_e${index}`, time))
+      ]
+    })
+  ).pipe(Effect.as(times))
+}
+
+/**
+ * Changes through SQL, as an operator's script might make them, that the daily counts must
+ * follow: data classes flipped, encounters moved across midnight, encounters deleted.
+ */
+const changeAroundMidnights = (org: string) =>
+  Effect.gen(function* () {
+    const client = yield* PgClient
+    yield* client.run("test.change", (sql) => sql`
+      UPDATE encounters SET data_class = CASE data_class WHEN 'clinical' THEN 'demo' ELSE 'clinical' END
+      WHERE organization_id = ${org} AND encounter_id LIKE ${`${org}_e1%`}`)
+    yield* client.run("test.change", (sql) => sql`
+      UPDATE encounters SET created_at = created_at + interval '1 millisecond'
+      WHERE organization_id = ${org} AND created_at::time = '23:59:59.999'`)
+    yield* client.run("test.change", (sql) => sql`
+      DELETE FROM encounters WHERE organization_id = ${org} AND encounter_id LIKE ${`${org}_e2%`}`)
+  })
+
 /**
  * The repository contract: what every PostgreSQL the service runs on must do. Called once per
  * kind of database (a real server, the embedded PGlite) with a factory of fresh databases.
@@ -277,19 +320,11 @@ export const repositoryContract = (factory: TestDatabaseFactory) => {
       Effect.gen(function* () {
         const org = unique("org")
         const other = unique("org")
-        const days = ["2026-04-29", "2026-04-30", "2026-05-01", "2026-05-02"]
-        const edges = ["00:00:00.000", "00:00:00.001", "11:30:00.000", "23:59:59.999"]
-        const times = days.flatMap((day) => edges.map((edge) => `${day}T${edge}Z`))
-        const classes = ["clinical", "clinical", "demo", "clinical", "training"] as const
-        yield* load(
-          fixture({
-            organizations: [organization(org), organization(other)],
-            encounters: [
-              ...times.map((time, index) =>
-                encounter(org, `${org}_e${index}`, time, { data_class: classes[index % classes.length] ?? "clinical" })),
-              ...times.map((time, index) => encounter(other, `${other}_e${index}`, time))
-            ]
-          })
+        const times = yield* loadAroundMidnights(
+          org,
+          other,
+          ["00:00:00.000", "00:00:00.001", "11:30:00.000", "23:59:59.999"],
+          ["clinical", "clinical", "demo", "clinical", "training"]
         )
         const repository = yield* EncounterRepository
         const client = yield* PgClient
@@ -322,15 +357,7 @@ export const repositoryContract = (factory: TestDatabaseFactory) => {
           return rows.length
         })
         expect(yield* expectExactTotals).toBeGreaterThan(0)
-        // Changes through SQL, as an operator's script might make them: the counts follow.
-        yield* client.run("test.change", (sql) => sql`
-          UPDATE encounters SET data_class = CASE data_class WHEN 'clinical' THEN 'demo' ELSE 'clinical' END
-          WHERE organization_id = ${org} AND encounter_id LIKE ${`${org}_e1%`}`)
-        yield* client.run("test.change", (sql) => sql`
-          UPDATE encounters SET created_at = created_at + interval '1 millisecond'
-          WHERE organization_id = ${org} AND created_at::time = '23:59:59.999'`)
-        yield* client.run("test.change", (sql) => sql`
-          DELETE FROM encounters WHERE organization_id = ${org} AND encounter_id LIKE ${`${org}_e2%`}`)
+        yield* changeAroundMidnights(org)
         yield* expectExactTotals
         const otherPage = yield* repository.listForOrganization(other as OrganizationId, query({ limit: 1 }))
         expect(otherPage.total).toBe(times.length)
@@ -341,20 +368,9 @@ export const repositoryContract = (factory: TestDatabaseFactory) => {
       Effect.gen(function* () {
         const org = unique("org")
         const other = unique("org")
-        const days = ["2026-04-29", "2026-04-30", "2026-05-01", "2026-05-02"]
+        // Ties at the edges too: two encounters at each of midnight and the last millisecond.
         const edges = ["00:00:00.000", "00:00:00.000", "00:00:00.001", "11:30:00.000", "23:59:59.999", "23:59:59.999"]
-        const times = days.flatMap((day) => edges.map((edge) => `${day}T${edge}Z`))
-        const classes = ["clinical", "clinical", "demo", "clinical", "training", "clinical", "clinical"] as const
-        yield* load(
-          fixture({
-            organizations: [organization(org), organization(other)],
-            encounters: [
-              ...times.map((time, index) =>
-                encounter(org, `${org}_e${index}`, time, { data_class: classes[index % classes.length] ?? "clinical" })),
-              ...times.map((time, index) => encounter(other, `${other}_e${index}`, time))
-            ]
-          })
-        )
+        yield* loadAroundMidnights(org, other, edges, ["clinical", "clinical", "demo", "clinical", "training", "clinical", "clinical"])
         const client = yield* PgClient
         const bounds = [
           null,
@@ -429,15 +445,7 @@ export const repositoryContract = (factory: TestDatabaseFactory) => {
           expect(Number(scanned[0]), sortOrder).toBeLessThanOrEqual(edges.length + 2)
           expect(total).toBeGreaterThan(2 * edges.length)
         }
-        // Changes through SQL move encounters across midnights and out of the list: the counts follow.
-        yield* client.run("test.change", (sql) => sql`
-          UPDATE encounters SET created_at = created_at + interval '1 millisecond'
-          WHERE organization_id = ${org} AND created_at::time = '23:59:59.999'`)
-        yield* client.run("test.change", (sql) => sql`
-          UPDATE encounters SET data_class = CASE data_class WHEN 'clinical' THEN 'demo' ELSE 'clinical' END
-          WHERE organization_id = ${org} AND encounter_id LIKE ${`${org}_e1%`}`)
-        yield* client.run("test.change", (sql) => sql`
-          DELETE FROM encounters WHERE organization_id = ${org} AND encounter_id LIKE ${`${org}_e2%`}`)
+        yield* changeAroundMidnights(org)
         yield* expectSoughtPagesExact
         // The repository seeks from `seekFromOffset` on, and only there.
         const db = yield* CurrentDatabase
