@@ -297,9 +297,24 @@ SELECT organization_id, (created_at AT TIME ZONE 'UTC')::date, count(*)
 FROM encounters WHERE data_class = 'clinical' GROUP BY 1, 2;
 `
 
+/**
+ * The list's seek (encounter-repository.ts, `pageSeek`) walks an organization's days in the
+ * list's order and stops at the first day its offset does not pass entirely. With the count in
+ * the key's index that walk is an index-only scan that stops early; with the count only in the
+ * table the planner read every day of the range from the heap and sorted them first.
+ */
+const dailyCountsKeyWithCount = `
+CREATE UNIQUE INDEX encounter_daily_counts_key_with_count
+  ON encounter_daily_counts (organization_id, day) INCLUDE (clinical_count);
+ALTER TABLE encounter_daily_counts DROP CONSTRAINT encounter_daily_counts_pkey;
+ALTER TABLE encounter_daily_counts
+  ADD CONSTRAINT encounter_daily_counts_pkey PRIMARY KEY USING INDEX encounter_daily_counts_key_with_count;
+`
+
 export const migrations: ReadonlyArray<Migration> = [
   { version: 1, name: "initial_schema", sql: initialSchema },
   { version: 2, name: "disclosure_recording_order", sql: disclosureRecordingOrder },
   { version: 3, name: "webhook_outbox", sql: webhookOutbox },
-  { version: 4, name: "encounter_daily_counts", sql: encounterDailyCounts }
+  { version: 4, name: "encounter_daily_counts", sql: encounterDailyCounts },
+  { version: 5, name: "encounter_daily_counts_key_with_count", sql: dailyCountsKeyWithCount }
 ]

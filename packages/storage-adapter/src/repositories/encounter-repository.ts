@@ -171,35 +171,43 @@ const clinicalTotal = (sql: Sql, organizationId: OrganizationId, query: Encounte
 
 /**
  * From this offset on, the page does not skip its offset in the index entry by entry: it seeks
- * the last whole UTC day that the offset passes entirely, from the daily counts, and skips in
- * the index only what remains of the offset within that day. Skipping 10,000 entries took
- * about 1.2 ms of PostgreSQL's time, the seek about 0.3 ms; below about a thousand entries the
- * plain skip is cheaper than reading a range's daily counts.
+ * the first whole UTC day that the offset does not pass entirely, from the daily counts, and
+ * skips in the index only what remains of the offset within that day (`pageSeek`). Skipping
+ * 10,000 entries took about 1.2 ms of PostgreSQL's time, the seek about 0.15 ms; below about
+ * a thousand the two cost the same.
  */
 export const seekFromOffset = 1_000
 
 /**
- * The day boundary the page can start from and how many of the range's encounters come before
- * it in the list's order (`skipped`, at most the offset), or no row if the offset ends inside
- * the first day. Descending, the boundary is the start of the earliest day whose encounters
- * and all later ones in the range fit in the offset (the page reads `created_at < bound`);
- * ascending, the end of the latest such day (`created_at >= bound`). The daily counts are kept
- * in the same transactions as the encounters, so in the statement's snapshot the two agree.
+ * Where the page starts, and how many of the range's encounters come before that in the
+ * list's order (`skipped`, at most the offset); no row if the offset ends inside the partial
+ * day at the range's near edge, or past the range. The days are walked in the list's order
+ * with a running sum, along the counts' primary key (which holds the count: an index-only
+ * scan), and the walk stops at the first day the offset does not pass: descending, the page
+ * reads from the end of that day (`created_at < bound`); ascending, from its start
+ * (`created_at >= bound`). The counts are kept in the same transactions as the encounters, so
+ * in the statement's one snapshot the two agree.
  */
 const pageSeek = (sql: Sql, organizationId: OrganizationId, query: EncounterListQuery, days: WholeDays): Fragment => {
   const descending = query.sortOrder === "desc"
   const partialFirst = descending
     ? partialDayAfter(sql, organizationId, query, days)
     : partialDayBefore(sql, organizationId, query, days)
+  const order = descending ? sql`DESC` : sql`ASC`
   return sql`
     SELECT bound, skipped FROM (
-      SELECT ${descending ? sql`day::timestamp AT TIME ZONE 'UTC'` : sql`(day + 1)::timestamp AT TIME ZONE 'UTC'`} AS bound,
-             ${partialFirst ?? sql`0`} + sum(clinical_count) OVER (ORDER BY day ${descending ? sql`DESC` : sql`ASC`}) AS skipped
-      FROM ${dailyCountsOf(sql, organizationId, days)}
-    ) AS passed
-    WHERE skipped <= ${query.offset}
-    ORDER BY bound ${descending ? sql`ASC` : sql`DESC`}
-    LIMIT 1`
+      SELECT bound, through - clinical_count AS skipped FROM (
+        SELECT day, clinical_count,
+               ${descending ? sql`(day + 1)::timestamp AT TIME ZONE 'UTC'` : sql`day::timestamp AT TIME ZONE 'UTC'`} AS bound,
+               ${partialFirst ?? sql`0`} + sum(clinical_count) OVER walk AS through
+        FROM ${dailyCountsOf(sql, organizationId, days)}
+        WINDOW walk AS (ORDER BY day ${order})
+      ) AS days_in_order
+      WHERE through > ${query.offset}
+      ORDER BY day ${order}
+      LIMIT 1
+    ) AS first_day_not_passed
+    WHERE skipped <= ${query.offset}`
 }
 
 /**
