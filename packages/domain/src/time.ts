@@ -82,14 +82,22 @@ const MS_PER_DAY = 86_400_000
 const FIRST_FORMATTED_MS = -62_135_596_800_000
 const PAST_FORMATTED_MS = 253_402_300_800_000
 
-const twoDigits = (value: number) => (value < 10 ? `0${value}` : `${value}`)
-const threeDigits = (value: number) => (value < 10 ? `00${value}` : value < 100 ? `0${value}` : `${value}`)
-const fourDigits = (value: number) => (value < 1000 ? `000${value}`.slice(-4) : `${value}`)
+const CODE_ZERO = 48
+const CODE_DASH = 45
+const CODE_COLON = 58
+const CODE_DOT = 46
+const CODE_T = 84
+const CODE_Z = 90
+/** The character code of the decimal digit of `value` at `place` (1, 10, 100 or 1000). */
+const digitCode = (value: number, place: number) => CODE_ZERO + (Math.floor(value / place) % 10)
 
 /**
- * `date.toISOString()`, about three times faster (a list page writes some 300 timestamps):
- * the civil date of a day count is H. Hinnant's `civil_from_days`. Years outside 1..9999
- * and invalid dates are left to `toISOString` (which throws on an invalid date).
+ * `date.toISOString()`, about twice as fast (a list page writes some 300 timestamps): the
+ * civil date of a day count is H. Hinnant's `civil_from_days`, and the text is made in one
+ * `String.fromCharCode` from its 24 character codes, so it allocates one flat string (built by
+ * concatenation, each timestamp left a chain of partial strings for the collector, about a
+ * tenth of a list page's garbage). Years outside 1..9999 and invalid dates are left to
+ * `toISOString` (which throws on an invalid date).
  */
 export const formatTimestamp = (date: Date): string => {
   const ms = date.getTime()
@@ -112,9 +120,14 @@ export const formatTimestamp = (date: Date): string => {
   const minutes = Math.floor(rest / 60_000)
   rest -= minutes * 60_000
   const seconds = Math.floor(rest / 1000)
-  return `${fourDigits(year)}-${twoDigits(month)}-${twoDigits(day)}T${twoDigits(hours)}:${twoDigits(minutes)}:${
-    twoDigits(seconds)
-  }.${threeDigits(rest - seconds * 1000)}Z`
+  const millis = rest - seconds * 1000
+  return String.fromCharCode(
+    digitCode(year, 1000), digitCode(year, 100), digitCode(year, 10), digitCode(year, 1), CODE_DASH,
+    digitCode(month, 10), digitCode(month, 1), CODE_DASH, digitCode(day, 10), digitCode(day, 1), CODE_T,
+    digitCode(hours, 10), digitCode(hours, 1), CODE_COLON, digitCode(minutes, 10), digitCode(minutes, 1), CODE_COLON,
+    digitCode(seconds, 10), digitCode(seconds, 1), CODE_DOT, digitCode(millis, 100), digitCode(millis, 10), digitCode(millis, 1),
+    CODE_Z
+  )
 }
 
 /**
