@@ -78,6 +78,24 @@ export const presentDocumentSummary = (document: StoredDocumentSummary): PublicE
   }
 }
 
+/**
+ * The documents in the order decisions.md gives. The stores already read them in that order,
+ * so they are checked first and sorted only if they are not: a copy and a sort per encounter
+ * were about 3% of what a list page allocates.
+ */
+const inEncounterOrder = (
+  documents: ReadonlyArray<StoredDocumentSummary>
+): ReadonlyArray<StoredDocumentSummary> => {
+  for (let index = 1; index < documents.length; index++) {
+    const previous = documents[index - 1]
+    const current = documents[index]
+    if (previous !== undefined && current !== undefined && compareDocumentsForEncounter(previous, current) > 0) {
+      return [...documents].sort(compareDocumentsForEncounter)
+    }
+  }
+  return documents
+}
+
 export const presentEncounterSummary = (encounter: StoredEncounter): PublicEncounterSummary => ({
   encounter_id: encounter.encounterId,
   organization_id: encounter.organizationId,
@@ -94,7 +112,7 @@ export const presentEncounterSummary = (encounter: StoredEncounter): PublicEncou
       last_name: encounter.patient.last_name,
       date_of_birth: encounter.patient.date_of_birth
     },
-  documents: [...encounter.documents].sort(compareDocumentsForEncounter).map(presentDocumentSummary)
+  documents: inEncounterOrder(encounter.documents).map(presentDocumentSummary)
 })
 
 /** Contract 2.4: a clinical document carries its markdown; an ambient transcript carries metadata only. */
