@@ -131,28 +131,51 @@ export const formatTimestamp = (date: Date): string => {
 }
 
 /**
- * A copy of a JSON-ready value (plain objects, arrays, strings, numbers, booleans, null) with
- * every Date replaced by its `formatTimestamp` text: what `JSON.stringify` writes for it,
- * without the slow path V8's `JSON.stringify` takes for any object with a `toJSON` method.
- * `JSON.stringify(withTimestampsAsText(value))` is `JSON.stringify(value)`, and the two
- * together cost a list page about two thirds of what `JSON.stringify` alone did (README,
+ * Assigning `__proto__` would set the copy's prototype; it must be an own key, as in the
+ * original. (A prototype-less copy would do, but V8 keeps those in slow dictionary mode.)
+ */
+const setOwn = (target: Record<string, unknown>, key: string, value: unknown) => {
+  if (key === "__proto__") Object.defineProperty(target, key, { value, enumerable: true, writable: true, configurable: true })
+  else target[key] = value
+}
+
+/**
+ * A JSON-ready value (plain objects, arrays, strings, numbers, booleans, null) with every Date
+ * replaced by its `formatTimestamp` text: what `JSON.stringify` writes for it, without the
+ * slow path V8's `JSON.stringify` takes for any object with a `toJSON` method. Objects and
+ * arrays that hold a Date somewhere are copied; those that hold none are returned as they are
+ * (a transcript's turns, a list's patients and documents), so the value itself is never
+ * changed. `JSON.stringify(withTimestampsAsText(value))` is `JSON.stringify(value)`, and the
+ * two together cost a list page about two thirds of what `JSON.stringify` alone did (README,
  * "Performance").
  */
 export const withTimestampsAsText = (value: unknown): unknown => {
   if (typeof value !== "object" || value === null) return value
   if (value instanceof Date) return Number.isNaN(value.getTime()) ? null : formatTimestamp(value)
   if (Array.isArray(value)) {
-    const copy = new Array<unknown>(value.length)
-    for (let index = 0; index < value.length; index++) copy[index] = withTimestampsAsText(value[index])
-    return copy
+    let copy: Array<unknown> | undefined
+    for (let index = 0; index < value.length; index++) {
+      const item: unknown = value[index]
+      const written = withTimestampsAsText(item)
+      if (copy === undefined && written !== item) copy = value.slice(0, index)
+      if (copy !== undefined) copy.push(written)
+    }
+    return copy ?? value
   }
-  const copy: Record<string, unknown> = {}
-  for (const key of Object.keys(value)) {
-    const copied = withTimestampsAsText((value as Record<string, unknown>)[key])
-    // Assigning `__proto__` would set the copy's prototype; it must be an own key, as in the
-    // original. (A prototype-less copy would do, but V8 keeps those in slow dictionary mode.)
-    if (key === "__proto__") Object.defineProperty(copy, key, { value: copied, enumerable: true, writable: true, configurable: true })
-    else copy[key] = copied
+  const keys = Object.keys(value)
+  let copy: Record<string, unknown> | undefined
+  for (let index = 0; index < keys.length; index++) {
+    const key = keys[index] as string
+    const item = (value as Record<string, unknown>)[key]
+    const written = withTimestampsAsText(item)
+    if (copy === undefined && written !== item) {
+      copy = {}
+      for (let before = 0; before < index; before++) {
+        const earlier = keys[before] as string
+        setOwn(copy, earlier, (value as Record<string, unknown>)[earlier])
+      }
+    }
+    if (copy !== undefined) setOwn(copy, key, written)
   }
-  return copy
+  return copy ?? value
 }

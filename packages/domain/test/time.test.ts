@@ -67,4 +67,19 @@ describe("timestamps written as text", () => {
       expect(JSON.stringify(value)).toBe(before)
     }), { numRuns: 2000 })
   })
+
+  it("withTimestampsAsText copies only what holds a Date: the rest is returned as it is", () => {
+    const turns = [{ speaker: "clinician", text: "Hello", start: 0, end: 1.5 }]
+    const patient = { patient_id: "pat_1", first_name: "Ada" }
+    const page = { items: [{ created_at: new Date(0), patient, documents: [] }], total: 1 }
+    const written = withTimestampsAsText(page) as typeof page
+    expect(written).not.toBe(page)
+    expect(written.items[0]).not.toBe(page.items[0])
+    expect(written.items[0]?.created_at).toBe("1970-01-01T00:00:00.000Z")
+    expect(written.items[0]?.patient).toBe(patient)
+    expect(page.items[0]?.created_at).toEqual(new Date(0))
+    const transcript = { turns, provider: "x" }
+    expect(withTimestampsAsText(transcript)).toBe(transcript)
+    fc.assert(fc.property(fc.jsonValue(), (value) => withTimestampsAsText(value) === value), { numRuns: 1000 })
+  })
 })
