@@ -114,6 +114,15 @@ interface Completed {
   readonly status: number
 }
 
+export interface LostRequest {
+  readonly template: string
+  /** Seconds since the first request. */
+  readonly atSeconds: number
+  readonly error: string
+  /** Sent on a kept-alive connection rather than a new one. */
+  readonly reusedSocket: boolean
+}
+
 interface Sample {
   readonly at: number
   readonly rssBytes: number
@@ -144,6 +153,7 @@ export interface SoakReport {
   readonly sent: number
   readonly answered: number
   readonly lost: number
+  readonly lostRequests: ReadonlyArray<LostRequest>
   readonly unexpected: ReadonlyArray<{ readonly template: string; readonly expected: number; readonly got: number; readonly count: number }>
   readonly statusCounts: Readonly<Record<string, number>>
   readonly achievedRatePerSecond: number
@@ -154,6 +164,14 @@ export interface SoakReport {
 }
 
 const REQUEST_TIMEOUT_MS = 10_000
+/**
+ * Node 20's `http.Agent` applies a server's `Keep-Alive: timeout=N` hint (it frees an idle
+ * socket a second early) only when the agent has a timeout of its own; without one it keeps an
+ * idle socket until the server closes it, and a request sent on it as the close crosses is reset
+ * (ECONNRESET) without reaching the service. With this, the client honours the hint, as undici
+ * and fetch do.
+ */
+const IDLE_SOCKET_TIMEOUT_MS = 60_000
 const CLIENT_SOCKETS = 16
 const POOL_MAX = 10
 /** Keep-alive connections of the client, the pool, and a few of the process's own (listener, stdio, embedded database). */
@@ -167,7 +185,7 @@ export const runSoak = async (options: SoakOptions): Promise<SoakReport> => {
 
   let database: FreshDatabase | undefined
   let service: ServiceProcess | undefined
-  const agent = new Agent({ keepAlive: true, maxSockets: CLIENT_SOCKETS })
+  const agent = new Agent({ keepAlive: true, maxSockets: CLIENT_SOCKETS, timeout: IDLE_SOCKET_TIMEOUT_MS })
   try {
     const env: Record<string, string> = { API_KEY_DIGEST_KEY: DIGEST_KEY }
     if (options.databaseUrl !== undefined) {
@@ -181,14 +199,30 @@ export const runSoak = async (options: SoakOptions): Promise<SoakReport> => {
     log(`soak: service pid ${running.pid} at ${running.baseUrl}; ${options.ratePerSecond} req/s for ${options.durationSeconds} s (+${options.warmupSeconds} s warm-up)`)
     const target = new URL(running.baseUrl)
 
+    const begin = performance.now()
     const completed: Array<Completed> = []
     const samples: Array<Sample> = []
     let sent = 0
-    let lost = 0
+    const lostRequests: Array<LostRequest> = []
     const inFlight = new Set<Promise<void>>()
 
     const send = (template: RequestTemplate, startedAt: number): Promise<void> =>
       new Promise((resolve) => {
+        let settled = false
+        const settle = (error?: Error) => {
+          if (settled) return
+          settled = true
+          if (error !== undefined) {
+            const code = (error as NodeJS.ErrnoException).code
+            lostRequests.push({
+              template: template.name,
+              atSeconds: round((startedAt - begin) / 1000, 3),
+              error: code === undefined ? error.message : `${code}: ${error.message}`,
+              reusedSocket: outgoing.reusedSocket
+            })
+          }
+          resolve()
+        }
         const outgoing = httpRequest({
           agent,
           host: target.hostname,
@@ -201,18 +235,12 @@ export const runSoak = async (options: SoakOptions): Promise<SoakReport> => {
           incoming.on("data", () => {})
           incoming.on("end", () => {
             completed.push({ at: startedAt, latencyMs: performance.now() - startedAt, template: template.name, status: incoming.statusCode ?? 0 })
-            resolve()
+            settle()
           })
-          incoming.on("error", () => {
-            lost++
-            resolve()
-          })
+          incoming.on("error", settle)
         })
-        outgoing.on("timeout", () => outgoing.destroy(new Error("timeout")))
-        outgoing.on("error", () => {
-          lost++
-          resolve()
-        })
+        outgoing.on("timeout", () => outgoing.destroy(new Error(`no answer within ${REQUEST_TIMEOUT_MS} ms`)))
+        outgoing.on("error", settle)
         outgoing.end()
       })
 
@@ -226,7 +254,6 @@ export const runSoak = async (options: SoakOptions): Promise<SoakReport> => {
     }
 
     const totalMs = (options.warmupSeconds + options.durationSeconds) * 1000
-    const begin = performance.now()
     const measureFrom = begin + options.warmupSeconds * 1000
     let nextSample = begin
     let pick = 0
@@ -296,7 +323,7 @@ export const runSoak = async (options: SoakOptions): Promise<SoakReport> => {
     const latencyAllowance = first.latencyMs.p50 * 2 + 10
     const checks = [
       { name: "no unexpected status", pass: unexpected.length === 0, detail: `${unexpected.reduce((n, u) => n + u.count, 0)} unexpected` },
-      { name: "no request lost (error, reset or timeout)", pass: lost === 0 && completed.length === sent, detail: `${lost} lost of ${sent}` },
+      { name: "no request lost (error, reset or timeout)", pass: lostRequests.length === 0 && completed.length === sent, detail: `${lostRequests.length} lost of ${sent}` },
       {
         name: "RSS does not grow (last third median vs first)",
         pass: rssGrowthMiB <= rssAllowanceMiB,
@@ -334,7 +361,8 @@ export const runSoak = async (options: SoakOptions): Promise<SoakReport> => {
       ratePerSecond: options.ratePerSecond,
       sent,
       answered: completed.length,
-      lost,
+      lost: lostRequests.length,
+      lostRequests,
       unexpected,
       statusCounts,
       achievedRatePerSecond: round(sent / ((endedAt - begin) / 1000)),
@@ -355,6 +383,9 @@ export const formatSoakReport = (report: SoakReport): string => {
     `Soak: ${report.durationSeconds} s at ${report.ratePerSecond} req/s (+${report.warmupSeconds} s warm-up), ${report.database} database`,
     `  requests: ${report.sent} sent, ${report.answered} answered, ${report.lost} lost; statuses ${JSON.stringify(report.statusCounts)}`,
     `  unexpected statuses: ${report.unexpected.length === 0 ? "none" : JSON.stringify(report.unexpected)}`,
+    ...report.lostRequests.map((lost) =>
+      `  lost: ${lost.template} at ${lost.atSeconds} s, ${lost.reusedSocket ? "on a kept-alive connection" : "on a new connection"}: ${lost.error}`
+    ),
     "  third | requests | p50 ms | p95 ms | p99 ms | max ms | RSS MiB (median/max) | sockets (max) | db connections (max)"
   ]
   report.thirds.forEach((third, index) => {
