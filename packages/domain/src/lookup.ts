@@ -1,7 +1,7 @@
 import { Either, Option } from "effect"
 import { PublicApiError } from "./errors.js"
 import type { OrganizationId } from "./ids.js"
-import type { RecordingReference, StoredDocument, StoredEncounter } from "./records.js"
+import type { RecordingReference, StoredDocument, StoredEncounterHead } from "./records.js"
 import type { PublicFinalTranscript } from "./resources.js"
 
 /**
@@ -10,10 +10,10 @@ import type { PublicFinalTranscript } from "./resources.js"
  */
 
 /** 404 `encounter_not_found`, then 403 `cross_organization_denied`, then 403 `demo_training_denied`. */
-export const checkEncounterAccess = (
+export const checkEncounterAccess = <Encounter extends StoredEncounterHead>(
   organizationId: OrganizationId,
-  encounter: Option.Option<StoredEncounter>
-): Either.Either<StoredEncounter, PublicApiError> => {
+  encounter: Option.Option<Encounter>
+): Either.Either<Encounter, PublicApiError> => {
   if (Option.isNone(encounter)) return Either.left(PublicApiError.of("encounter_not_found"))
   const found = encounter.value
   if (found.organizationId !== organizationId) return Either.left(PublicApiError.of("cross_organization_denied"))
@@ -23,7 +23,7 @@ export const checkEncounterAccess = (
 
 /** A document that is missing, or that belongs to another encounter, is 404 `document_not_found` alike. */
 export const checkDocumentInEncounter = (
-  encounter: StoredEncounter,
+  encounter: StoredEncounterHead,
   document: Option.Option<StoredDocument>
 ): Either.Either<StoredDocument, PublicApiError> =>
   Option.isSome(document) && document.value.encounterId === encounter.encounterId

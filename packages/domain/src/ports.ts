@@ -8,7 +8,8 @@ import type {
   OrganizationRecord,
   RecordingReference,
   StoredDocument,
-  StoredEncounter
+  StoredEncounter,
+  StoredEncounterHead
 } from "./records.js"
 import type { PublicFinalTranscript } from "./resources.js"
 
@@ -30,6 +31,14 @@ export class AudioStorageUnavailable extends Data.TaggedError("AudioStorageUnava
   readonly cause?: unknown
 }> {}
 
+/** What `findEncounterAndDocument` found; each part is none when its id names nothing. */
+export interface EncounterAndDocument {
+  readonly encounter: Option.Option<StoredEncounterHead>
+  readonly document: Option.Option<StoredDocument>
+  /** Also none when it was not asked for. Turns in chronological order. */
+  readonly finalTranscript: Option.Option<PublicFinalTranscript>
+}
+
 export class EncounterRepository extends Context.Tag("@clinical-api/domain/EncounterRepository")<
   EncounterRepository,
   {
@@ -40,12 +49,16 @@ export class EncounterRepository extends Context.Tag("@clinical-api/domain/Encou
     ) => Effect.Effect<EncounterPage, StoreUnavailable>
     /** Any encounter by id, whatever its organization or data class: the policy decides. */
     readonly findEncounter: (encounterId: EncounterId) => Effect.Effect<Option.Option<StoredEncounter>, StoreUnavailable>
-    /** Any document by id, whatever its encounter: the policy decides. */
-    readonly findDocument: (documentId: DocumentId) => Effect.Effect<Option.Option<StoredDocument>, StoreUnavailable>
-    /** The finalized transcript of a document, turns in chronological order. */
-    readonly findFinalTranscript: (
-      documentId: DocumentId
-    ) => Effect.Effect<Option.Option<PublicFinalTranscript>, StoreUnavailable>
+    /**
+     * A document route's reads at once: the encounter (without its documents) and the
+     * document, each by its own id whatever the other's, and with `withFinalTranscript` the
+     * document's finalized transcript. The policy checks them in the contract's order.
+     */
+    readonly findEncounterAndDocument: (
+      encounterId: EncounterId,
+      documentId: DocumentId,
+      options: { readonly withFinalTranscript: boolean }
+    ) => Effect.Effect<EncounterAndDocument, StoreUnavailable>
   }
 >() {}
 

@@ -79,6 +79,10 @@ export const StoredEncounter = Schema.Struct({
 })
 export type StoredEncounter = typeof StoredEncounter.Type
 
+/** An encounter without its documents: what a document route checks and names in its disclosure event. */
+export const StoredEncounterHead = StoredEncounter.pipe(Schema.omit("documents"))
+export type StoredEncounterHead = typeof StoredEncounterHead.Type
+
 /** One accounting-of-disclosures entry (decisions.md, "Disclosure events"). */
 export const DisclosureEvent = Schema.Struct({
   eventId: DisclosureEventId,

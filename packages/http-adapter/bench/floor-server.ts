@@ -38,11 +38,10 @@ import {
 import {
   apiKeyByDigestStatement,
   disclosureInsertStatement,
-  documentByIdStatement,
   documentSummariesStatement,
+  encounterAndDocumentStatement,
   encounterByIdStatement,
   encounterPageStatement,
-  finalTranscriptStatement,
   newId,
   organizationByIdStatement,
   makePgClient,
@@ -128,14 +127,6 @@ const toEncounter = (row: Row, documents: ReadonlyArray<StoredDocumentSummary>):
   documents
 })
 
-const toDocument = (row: Row): StoredDocument => ({
-  ...toSummary(row),
-  encounterId: row["encounter_id"],
-  updatedAt: row["updated_at"],
-  contentMarkdown: row["content_markdown"],
-  recording: row["storage_key"] === null ? null : { storageKey: row["storage_key"], contentType: row["content_type"] }
-})
-
 const documentsOf = async (tx: Sql, encounterIds: ReadonlyArray<string>) => {
   const grouped = new Map<string, Array<StoredDocumentSummary>>()
   if (encounterIds.length === 0) return grouped
@@ -188,10 +179,31 @@ const findEncounter = async (tx: Tx, caller: Caller, encounterId: string) => {
   return toEncounter(row, documents)
 }
 
-const findDocument = async (tx: Tx, encounter: StoredEncounter, documentId: string) => {
-  const [row] = await documentByIdStatement(asSql(tx), documentId)
-  if (row === undefined || row["encounter_id"] !== encounter.encounterId) throw new Refusal(404)
-  return toDocument(row)
+/** A document route's encounter and document (and transcript), read in one statement, checked in the contract's order. */
+const findDocument = async (tx: Tx, caller: Caller, encounterId: string, documentId: string, withFinalTranscript: boolean) => {
+  const [row] = await encounterAndDocumentStatement(asSql(tx), encounterId, documentId, withFinalTranscript)
+  if (row === undefined || row["encounter_id"] === null) throw new Refusal(404)
+  if (row["organization_id"] !== caller.organizationId) throw new Refusal(403)
+  if (row["data_class"] !== "clinical") throw new Refusal(403)
+  if (row["doc_document_id"] === null || row["doc_encounter_id"] !== encounterId) throw new Refusal(404)
+  const encounter = toEncounter(row, [])
+  const document: StoredDocument = {
+    documentId: row["doc_document_id"],
+    encounterId: row["doc_encounter_id"],
+    schemaType: row["doc_schema_type"],
+    title: row["doc_title"],
+    status: row["doc_status"],
+    workflowVariant: row["doc_workflow_variant"],
+    audioDurationSeconds: row["doc_audio_duration_seconds"],
+    createdAt: row["doc_created_at"],
+    updatedAt: row["doc_updated_at"],
+    contentMarkdown: row["doc_content_markdown"],
+    recording: row["storage_key"] === null ? null : { storageKey: row["storage_key"], contentType: row["content_type"] }
+  }
+  const transcript: PublicFinalTranscript | undefined = row["transcript_provider"] == null
+    ? undefined
+    : { provider: row["transcript_provider"], audio_duration_seconds: row["transcript_audio_duration_seconds"], turns: row["transcript_turns"] }
+  return { encounter, document, transcript }
 }
 
 const patientOf = (encounter: StoredEncounter) => encounter.patient?.patient_id ?? null
@@ -242,8 +254,9 @@ const handle = async (path: string, rawQuery: string, authorization: string | un
   if (segments.length > 7 || (tail !== undefined && operation === "getPublicDocument")) throw new Refusal(404)
   const caller = await authorize(authorization, operation)
   return sql.begin(async (tx) => {
-    const encounter = await findEncounter(tx, caller, encounterId)
-    const document = await findDocument(tx, encounter, documentId)
+    const { document, encounter, transcript } = await findDocument(
+      tx, caller, encounterId, documentId, operation === "getPublicDocumentTranscript"
+    )
     const record = () =>
       disclosureInsertStatement(asSql(tx), [
         event(caller, requestId, operation, encounterId, documentId, patientOf(encounter))
@@ -255,10 +268,9 @@ const handle = async (path: string, rawQuery: string, authorization: string | un
     }
     if (document.schemaType !== "ambient_transcript") throw new Refusal(422)
     if (operation === "getPublicDocumentTranscript") {
-      const [transcript] = await finalTranscriptStatement(asSql(tx), documentId)
       if (transcript === undefined) throw new Refusal(404)
       await record()
-      return presentTranscriptResponse(document, transcript as unknown as PublicFinalTranscript)
+      return presentTranscriptResponse(document, transcript)
     }
     if (document.recording === null) throw new Refusal(404)
     const exists = await tx`SELECT 1 FROM recording_objects WHERE storage_key = ${document.recording.storageKey}`

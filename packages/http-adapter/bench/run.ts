@@ -30,11 +30,10 @@ import {
   apiKeyByDigestStatement,
   defaultGenerateOptions,
   disclosureInsertStatement,
-  documentByIdStatement,
   documentSummariesStatement,
+  encounterAndDocumentStatement,
   encounterByIdStatement,
   encounterPageStatement,
-  finalTranscriptStatement,
   generatedOrganizationId,
   generateDataSet,
   issueFullAccessKeys,
@@ -354,8 +353,18 @@ const explainAll = async (sql: Sql, samples: Samples, tokenDigest: string) => {
     await explain("list, limit 100", encounterPageStatement(txSql, organization, { ...listQuery, limit: 100 }))
     await explain("documents of a page (50 encounters)", documentSummariesStatement(txSql, samples.encounters.slice(0, 50)))
     if (encounter !== undefined) await explain("encounter by id, with its patient and documents", encounterByIdStatement(txSql, encounter))
-    if (document !== undefined) await explain("document by id", documentByIdStatement(txSql, document[1]))
-    if (transcript !== undefined) await explain("final transcript", finalTranscriptStatement(txSql, transcript[1]))
+    if (document !== undefined) {
+      await explain(
+        "document route: encounter and document by id (document, audio URL)",
+        encounterAndDocumentStatement(txSql, document[0], document[1], false)
+      )
+    }
+    if (transcript !== undefined) {
+      await explain(
+        "transcript route: encounter, document and final transcript",
+        encounterAndDocumentStatement(txSql, transcript[0], transcript[1], true)
+      )
+    }
     const now = new Date()
     await explain(
       "disclosure insert (50 events)",

@@ -2,12 +2,12 @@ import { describe, expect, it } from "@effect/vitest"
 import { Schema } from "effect"
 import fc from "fast-check"
 import {
-  DocumentRow,
   DocumentSummaryRow,
   EncounterRow,
   EncounterWithDocumentRow,
-  PageTotalRow,
-  TranscriptHeadRow
+  JoinedDocumentRow,
+  JoinedTranscriptRow,
+  PageTotalRow
 } from "../src/repositories/encounter-repository.js"
 import { compileRowGuard } from "../src/sql/row-guard.js"
 
@@ -57,11 +57,28 @@ const cases = [
     }
   },
   {
-    name: "DocumentRow",
-    schema: DocumentRow,
-    valid: { ...documentSummaryRow, updated_at: created, content_markdown: "# Note", storage_key: null, content_type: null }
+    name: "JoinedDocumentRow",
+    schema: JoinedDocumentRow,
+    valid: {
+      doc_document_id: "doc_1",
+      doc_encounter_id: "enc_1",
+      doc_schema_type: "ambient_transcript",
+      doc_title: null,
+      doc_status: "final",
+      doc_workflow_variant: "ambient",
+      doc_audio_duration_seconds: 61.5,
+      doc_created_at: created,
+      doc_updated_at: created,
+      doc_content_markdown: "# Note",
+      storage_key: null,
+      content_type: null
+    }
   },
-  { name: "TranscriptHeadRow", schema: TranscriptHeadRow, valid: { provider: "p", audio_duration_seconds: 0, turns: [] } }
+  {
+    name: "JoinedTranscriptRow",
+    schema: JoinedTranscriptRow,
+    valid: { transcript_provider: "p", transcript_audio_duration_seconds: 0, transcript_turns: [] }
+  }
 ] as const
 
 /** Values close to and far from what the columns hold: each schema accepts some and refuses others. */
@@ -149,9 +166,9 @@ describe("compileRowGuard", () => {
     expect(compileRowGuard(EncounterRow)({ ...encounterRow, date_of_birth: "10000-01-01" })).toBe(false)
     expect(compileRowGuard(EncounterRow)({ ...encounterRow, date_of_birth: "2023-02-29" })).toBe(false)
     expect(compileRowGuard(EncounterRow)({ ...encounterRow, encounter_id: "" })).toBe(false)
-    const head = compileRowGuard(TranscriptHeadRow)
-    expect(head({ provider: "p", audio_duration_seconds: -1, turns: [] })).toBe(false)
-    expect(head({ provider: "p", audio_duration_seconds: Number.POSITIVE_INFINITY, turns: [] })).toBe(false)
+    const head = compileRowGuard(JoinedTranscriptRow)
+    expect(head({ transcript_provider: "p", transcript_audio_duration_seconds: -1, transcript_turns: [] })).toBe(false)
+    expect(head({ transcript_provider: "p", transcript_audio_duration_seconds: Number.POSITIVE_INFINITY, transcript_turns: [] })).toBe(false)
     expect(compileRowGuard(PageTotalRow)({ total: 1.5 })).toBe(false)
   })
 })

@@ -111,10 +111,12 @@ export const MemoryStoreLayer = (
           })()),
         findEncounter: (encounterId: EncounterId) =>
           Effect.as(guard("findEncounter"), Option.fromNullable(encountersById.get(encounterId))),
-        findDocument: (documentId: DocumentId) =>
-          Effect.as(guard("findDocument"), Option.fromNullable(documentsById.get(documentId))),
-        findFinalTranscript: (documentId: DocumentId) =>
-          Effect.as(guard("findFinalTranscript"), Option.fromNullable(transcriptsById.get(documentId)))
+        findEncounterAndDocument: (encounterId: EncounterId, documentId: DocumentId, options: { readonly withFinalTranscript: boolean }) =>
+          Effect.as(guard("findEncounterAndDocument"), {
+            encounter: Option.fromNullable(encountersById.get(encounterId)),
+            document: Option.fromNullable(documentsById.get(documentId)),
+            finalTranscript: options.withFinalTranscript ? Option.fromNullable(transcriptsById.get(documentId)) : Option.none()
+          })
       })
 
       const recorder = DisclosureRecorder.of({

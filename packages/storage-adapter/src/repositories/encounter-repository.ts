@@ -15,6 +15,7 @@ import {
   type StoredDocumentSummary,
   type StoredDocument,
   type StoredEncounter,
+  type StoredEncounterHead,
   WorkflowVariant
 } from "@clinical-api/domain"
 import { Effect, Layer, Option, Schema } from "effect"
@@ -64,19 +65,27 @@ export const EncounterWithDocumentRow = Schema.Struct({
   doc_created_at: Schema.NullOr(Schema.DateFromSelf)
 })
 
-export const DocumentRow = Schema.Struct({
-  ...DocumentSummaryRow.fields,
-  updated_at: Schema.DateFromSelf,
-  content_markdown: Schema.NullOr(Schema.String),
+/** The document columns of `encounterAndDocumentStatement`, when it found the document. */
+export const JoinedDocumentRow = Schema.Struct({
+  doc_document_id: DocumentId,
+  doc_encounter_id: EncounterId,
+  doc_schema_type: SchemaType,
+  doc_title: Schema.NullOr(Schema.String),
+  doc_status: Schema.NullOr(Schema.String),
+  doc_workflow_variant: Schema.NullOr(WorkflowVariant),
+  doc_audio_duration_seconds: Schema.NullOr(Schema.Number),
+  doc_created_at: Schema.DateFromSelf,
+  doc_updated_at: Schema.DateFromSelf,
+  doc_content_markdown: Schema.NullOr(Schema.String),
   storage_key: Schema.NullOr(Schema.String),
   content_type: Schema.NullOr(Schema.String)
 })
 
-/** A final transcript's own fields; its turns are checked by `checkedTurns`. */
-export const TranscriptHeadRow = Schema.Struct({
-  provider: Schema.String,
-  audio_duration_seconds: Schema.NullOr(AudioDurationSeconds),
-  turns: Schema.Unknown
+/** The transcript columns of `encounterAndDocumentStatement`, when it read and found the transcript. */
+export const JoinedTranscriptRow = Schema.Struct({
+  transcript_provider: Schema.String,
+  transcript_audio_duration_seconds: Schema.NullOr(AudioDurationSeconds),
+  transcript_turns: Schema.Unknown
 })
 
 const TURN_KEYS = 4
@@ -275,30 +284,45 @@ export const encounterByIdStatement = (sql: Sql, encounterId: string) => sql`
   WHERE e.encounter_id = ${encounterId}
   ORDER BY d.created_at, d.document_id COLLATE "C"`
 
-/** One document with its recording reference, if any. */
-export const documentByIdStatement = (sql: Sql, documentId: string) => sql`
-  SELECT d.document_id, d.encounter_id, d.schema_type, d.title, d.status, d.workflow_variant,
-         d.audio_duration_seconds, d.created_at, d.updated_at, d.content_markdown,
+/** The turns of transcript `t`, aggregated to JSON in the database, in chronological order. */
+const turnsOf = (sql: Sql) => sql`
+  coalesce((
+    SELECT json_agg(json_build_object('speaker', tt.speaker, 'text', tt.text,
+                                      'start', tt.start_seconds, 'end', tt.end_seconds)
+                    ORDER BY tt.start_seconds, tt.ordinal)
+    FROM transcript_turns tt WHERE tt.document_id = t.document_id
+  ), '[]'::json)`
+
+/**
+ * A document route's reads in one statement, one row: the encounter with its patient (null
+ * columns if there is none), and the document by its own id whatever its encounter, with its
+ * recording reference (`doc_` columns, null if there is none), and with `withFinalTranscript`
+ * its final transcript (`transcript_` columns). Each is found by its own primary key.
+ */
+export const encounterAndDocumentStatement = (
+  sql: Sql,
+  encounterId: string,
+  documentId: string,
+  withFinalTranscript: boolean
+) => sql`
+  SELECT ${encounterColumns(sql)},
+         d.document_id AS doc_document_id, d.encounter_id AS doc_encounter_id, d.schema_type AS doc_schema_type,
+         d.title AS doc_title, d.status AS doc_status, d.workflow_variant AS doc_workflow_variant,
+         d.audio_duration_seconds AS doc_audio_duration_seconds, d.created_at AS doc_created_at,
+         d.updated_at AS doc_updated_at, d.content_markdown AS doc_content_markdown,
          r.storage_key, r.content_type
-  FROM documents d LEFT JOIN recordings r ON r.document_id = d.document_id
-  WHERE d.document_id = ${documentId}`
+         ${withFinalTranscript
+           ? sql`, t.provider AS transcript_provider, t.audio_duration_seconds AS transcript_audio_duration_seconds,
+                 CASE WHEN t.document_id IS NULL THEN NULL ELSE ${turnsOf(sql)} END AS transcript_turns`
+           : sql``}
+  FROM (VALUES (1)) AS one_row (one)
+  LEFT JOIN encounters e ON e.encounter_id = ${encounterId}
+  LEFT JOIN patients p ON p.patient_id = e.patient_id
+  LEFT JOIN documents d ON d.document_id = ${documentId}
+  LEFT JOIN recordings r ON r.document_id = d.document_id
+  ${withFinalTranscript ? sql`LEFT JOIN transcripts t ON t.document_id = d.document_id` : sql``}`
 
-/** The final transcript of a document, its turns aggregated to JSON in the database. */
-export const finalTranscriptStatement = (sql: Sql, documentId: string) => sql`
-  SELECT t.provider, t.audio_duration_seconds,
-         coalesce((
-           SELECT json_agg(json_build_object('speaker', tt.speaker, 'text', tt.text,
-                                             'start', tt.start_seconds, 'end', tt.end_seconds)
-                           ORDER BY tt.start_seconds, tt.ordinal)
-           FROM transcript_turns tt WHERE tt.document_id = t.document_id
-         ), '[]'::json) AS turns
-  FROM transcripts t
-  WHERE t.document_id = ${documentId}`
-
-const toStoredEncounter = (
-  row: EncounterRow,
-  documents: ReadonlyArray<StoredDocumentSummary>
-): StoredEncounter => ({
+const toStoredEncounterHead = (row: EncounterRow): StoredEncounterHead => ({
   encounterId: row.encounter_id,
   organizationId: row.organization_id,
   dataClass: row.data_class,
@@ -314,8 +338,29 @@ const toStoredEncounter = (
           first_name: row.first_name,
           last_name: row.last_name,
           date_of_birth: row.date_of_birth
-        },
-  documents
+        }
+})
+
+const toStoredEncounter = (
+  row: EncounterRow,
+  documents: ReadonlyArray<StoredDocumentSummary>
+): StoredEncounter => ({ ...toStoredEncounterHead(row), documents })
+
+const toStoredDocument = (row: typeof JoinedDocumentRow.Type): StoredDocument => ({
+  documentId: row.doc_document_id,
+  encounterId: row.doc_encounter_id,
+  schemaType: row.doc_schema_type,
+  title: row.doc_title,
+  status: row.doc_status,
+  workflowVariant: row.doc_workflow_variant,
+  audioDurationSeconds: row.doc_audio_duration_seconds,
+  createdAt: row.doc_created_at,
+  updatedAt: row.doc_updated_at,
+  contentMarkdown: row.doc_content_markdown,
+  recording:
+    row.storage_key === null || row.content_type === null
+      ? null
+      : { storageKey: row.storage_key, contentType: row.content_type }
 })
 
 const toDocumentSummary = (row: DocumentSummaryRow): StoredDocumentSummary => ({
@@ -389,45 +434,36 @@ export const makeEncounterRepository = Effect.gen(function* () {
     return Option.some(toStoredEncounter(row, documents))
   })
 
-  const findDocument = Effect.fnUntraced(function* (documentId: DocumentId) {
-    const rows = yield* client
-      .run("documents.find", (sql) => documentByIdStatement(sql, documentId))
-      .pipe(Effect.flatMap(checkRows(DocumentRow, "documents.find")))
-    const row = rows[0]
-    if (row === undefined) return Option.none<StoredDocument>()
-    const document: StoredDocument = {
-      documentId: row.document_id,
-      encounterId: row.encounter_id,
-      schemaType: row.schema_type,
-      title: row.title,
-      status: row.status,
-      workflowVariant: row.workflow_variant,
-      audioDurationSeconds: row.audio_duration_seconds,
-      createdAt: row.created_at,
-      updatedAt: row.updated_at,
-      contentMarkdown: row.content_markdown,
-      recording:
-        row.storage_key === null || row.content_type === null
-          ? null
-          : { storageKey: row.storage_key, contentType: row.content_type }
-    }
-    return Option.some(document)
-  })
-
-  const findFinalTranscript = Effect.fnUntraced(function* (documentId: DocumentId) {
-    const rows = yield* client
-      .run("transcripts.find", (sql) => finalTranscriptStatement(sql, documentId))
-      .pipe(Effect.flatMap(decodeRows(TranscriptHeadRow, "transcripts.find")))
-    const row = rows[0]
-    if (row === undefined) return Option.none<PublicFinalTranscript>()
-    const turns = checkedTurns(row.turns)
+  const findEncounterAndDocument = Effect.fnUntraced(function* (
+    encounterId: EncounterId,
+    documentId: DocumentId,
+    options: { readonly withFinalTranscript: boolean }
+  ) {
+    const operation = "encounters.find-with-document"
+    const rows = yield* client.run(operation, (sql) =>
+      encounterAndDocumentStatement(sql, encounterId, documentId, options.withFinalTranscript))
+    const row: Record<string, unknown> = rows[0] ?? {}
+    const encounter = row["encounter_id"] == null
+      ? Option.none<StoredEncounterHead>()
+      : Option.some(toStoredEncounterHead((yield* checkRows(EncounterRow, operation)([row]))[0]!))
+    const document = row["doc_document_id"] == null
+      ? Option.none<StoredDocument>()
+      : Option.some(toStoredDocument((yield* checkRows(JoinedDocumentRow, operation)([row]))[0]!))
+    if (row["transcript_provider"] == null) return { encounter, document, finalTranscript: Option.none<PublicFinalTranscript>() }
+    const transcript = (yield* checkRows(JoinedTranscriptRow, operation)([row]))[0]!
+    const turns = checkedTurns(transcript.transcript_turns)
     if (turns === undefined) {
-      return yield* new StoreUnavailable({ operation: "transcripts.find.decode", cause: "a turn is not { speaker, text, start, end }" })
+      return yield* new StoreUnavailable({ operation: `${operation}.decode`, cause: "a turn is not { speaker, text, start, end }" })
     }
-    return Option.some<PublicFinalTranscript>({ provider: row.provider, audio_duration_seconds: row.audio_duration_seconds, turns })
+    const finalTranscript: PublicFinalTranscript = {
+      provider: transcript.transcript_provider,
+      audio_duration_seconds: transcript.transcript_audio_duration_seconds,
+      turns
+    }
+    return { encounter, document, finalTranscript: Option.some(finalTranscript) }
   })
 
-  return EncounterRepository.of({ listForOrganization, findEncounter, findDocument, findFinalTranscript })
+  return EncounterRepository.of({ listForOrganization, findEncounter, findEncounterAndDocument })
 })
 
 export const EncounterRepositoryLive = Layer.effect(EncounterRepository, makeEncounterRepository)

@@ -8,6 +8,7 @@ import {
   type DisclosureEvent,
   DisclosureRecorder,
   type DocumentId,
+  type EncounterAndDocument,
   type EncounterId,
   type EncounterListQuery,
   EncounterRepository,
@@ -515,6 +516,51 @@ export const repositoryContract = (factory: TestDatabaseFactory) => {
       })
     )
 
+    it.effect("document read: the encounter and the document are each found by their own id, whatever the other, in one statement", () =>
+      Effect.gen(function* () {
+        const org = unique("org")
+        const other = unique("org_other")
+        const withDocument = (organizationId: string) =>
+          encounter(organizationId, `${organizationId}_e`, "2026-05-01T09:00:00.000Z", {
+            documents: [{
+              document_id: `${organizationId}_d`,
+              schema_type: "document" as const,
+              created_at: "2026-05-01T09:00:00.000Z",
+              updated_at: "2026-05-01T09:00:00.000Z"
+            }]
+          })
+        yield* load(fixture({ organizations: [organization(org), organization(other)], encounters: [withDocument(org), withDocument(other)] }))
+        const repository = yield* EncounterRepository
+        const db = yield* CurrentDatabase
+        const read = (encounterId: string, documentId: string) =>
+          repository.findEncounterAndDocument(encounterId as EncounterId, documentId as DocumentId, { withFinalTranscript: true })
+        const idsOf = (found: EncounterAndDocument) => ({
+          encounter: Option.getOrNull(Option.map(found.encounter, (head) => head.encounterId)),
+          document: Option.getOrNull(Option.map(found.document, (document) => document.documentId)),
+          documentOf: Option.getOrNull(Option.map(found.document, (document) => document.encounterId)),
+          transcript: Option.isSome(found.finalTranscript)
+        })
+        db.queries.length = 0
+        // Another organization's document: found, with its own encounter; the policy refuses it.
+        expect(idsOf(yield* read(`${org}_e`, `${other}_d`))).toEqual({
+          encounter: `${org}_e`, document: `${other}_d`, documentOf: `${other}_e`, transcript: false
+        })
+        expect(db.queries).toHaveLength(1)
+        expect(idsOf(yield* read(`${org}_e`, `${org}_d`))).toEqual({
+          encounter: `${org}_e`, document: `${org}_d`, documentOf: `${org}_e`, transcript: false
+        })
+        expect(idsOf(yield* read(`${org}_missing`, `${org}_d`))).toEqual({
+          encounter: null, document: `${org}_d`, documentOf: `${org}_e`, transcript: false
+        })
+        expect(idsOf(yield* read(`${org}_e`, `${org}_missing`))).toEqual({
+          encounter: `${org}_e`, document: null, documentOf: null, transcript: false
+        })
+        expect(yield* read(`${org}_missing`, `${org}_missing`)).toEqual({
+          encounter: Option.none(), document: Option.none(), finalTranscript: Option.none()
+        })
+      })
+    )
+
     it.effect("list: a page of 100 encounters with patients and documents takes the same fixed number of queries as a page of 1", () =>
       Effect.gen(function* () {
         const org = unique("org")
@@ -669,16 +715,22 @@ export const repositoryContract = (factory: TestDatabaseFactory) => {
                 createdAt: new Date(document.created_at)
               }))
           })
+          const { documents: _documents, ...head } = found
           for (const document of fixtureEncounter.documents) {
-            const stored = Option.getOrThrow(yield* repository.findDocument(document.document_id as DocumentId))
+            const withTranscript = yield* repository.findEncounterAndDocument(
+              fixtureEncounter.encounter_id as EncounterId,
+              document.document_id as DocumentId,
+              { withFinalTranscript: true }
+            )
+            expect(withTranscript.encounter).toEqual(Option.some(head))
+            const stored = Option.getOrThrow(withTranscript.document)
             expect(stored).toMatchObject({
               documentId: document.document_id,
               encounterId: fixtureEncounter.encounter_id,
               updatedAt: new Date(document.updated_at),
               contentMarkdown: document.content_markdown ?? null
             })
-            const transcript = yield* repository.findFinalTranscript(document.document_id as DocumentId)
-            expect(transcript).toEqual(
+            expect(withTranscript.finalTranscript).toEqual(
               document.transcript == null
                 ? Option.none()
                 : Option.some({
@@ -687,6 +739,13 @@ export const repositoryContract = (factory: TestDatabaseFactory) => {
                     turns: document.transcript.turns
                   })
             )
+            // Without the transcript, the rest is the same.
+            const withoutTranscript = yield* repository.findEncounterAndDocument(
+              fixtureEncounter.encounter_id as EncounterId,
+              document.document_id as DocumentId,
+              { withFinalTranscript: false }
+            )
+            expect(withoutTranscript).toEqual({ ...withTranscript, finalTranscript: Option.none() })
             if (document.recording == null) {
               expect(stored.recording).toBeNull()
             } else {
@@ -699,14 +758,19 @@ export const repositoryContract = (factory: TestDatabaseFactory) => {
         }
         // A turn the service cannot serve (a start that is not a finite number) is the store's
         // failure, not a transcript with a bad turn.
-        const transcribed = example.encounters.flatMap((encounter) => encounter.documents)
+        const transcribed = example.encounters
+          .flatMap((encounter) => encounter.documents.map((document) => ({ ...document, encounter_id: encounter.encounter_id })))
           .find((document) => document.transcript != null && document.transcript.turns.length > 0)
         if (transcribed === undefined) throw new Error("the example fixture has no transcript with turns")
         const pg = yield* PgClient
         yield* pg.run("test.corrupt-turn", (sql) =>
           sql`UPDATE transcript_turns SET start_seconds = 'NaN' WHERE document_id = ${transcribed.document_id} AND ordinal = 0`)
-        const corrupt = yield* Effect.flip(repository.findFinalTranscript(transcribed.document_id as DocumentId))
-        expect(corrupt).toMatchObject({ _tag: "StoreUnavailable", operation: "transcripts.find.decode" })
+        const corrupt = yield* Effect.flip(repository.findEncounterAndDocument(
+          transcribed.encounter_id as EncounterId,
+          transcribed.document_id as DocumentId,
+          { withFinalTranscript: true }
+        ))
+        expect(corrupt).toMatchObject({ _tag: "StoreUnavailable", operation: "encounters.find-with-document.decode" })
         // Rows are checked, not trusted: a date of birth the contract cannot carry (a five-digit
         // year, which PostgreSQL stores) fails the list that would show it.
         const listed = example.encounters.find((encounter) => encounter.data_class === "clinical" && encounter.patient_id != null)
