@@ -268,6 +268,26 @@ const makePublicHttpApp = (
 ): PublicHttpAppService => {
   const metrics = makeRequestMetrics()
 
+  // The request's generator functions are made once, here: one made per request would get a V8
+  // map of its own in the old generation, which keeps the function and all it closes over (the
+  // request, its rows, its response) alive through every scavenge until the next full
+  // collection (README, "Performance").
+  const operationOutcome = Effect.fnUntraced(function*(
+    operationId: OperationId,
+    match: RouteMatch,
+    request: PublicRequest,
+    deadline: Deadline
+  ) {
+    const served = yield* Effect.either(deadline(useCaseOf(api, operationId, match.params, request)))
+    const caller = yield* FiberRef.get(currentCaller)
+    const organizationId = Option.isSome(caller) ? caller.value.organizationId : null
+    if (Either.isRight(served)) {
+      return { reply: jsonReply(served.right), reasonCode: null, detail: null, organizationId }
+    }
+    const error = served.left instanceof PublicApiError ? served.left : recover(Cause.fail(served.left))
+    return { ...refused(error), organizationId } satisfies Outcome
+  })
+
   /** An operation of the contract, answered within the request deadline. */
   const serveOperation = (
     operationId: OperationId,
@@ -275,16 +295,7 @@ const makePublicHttpApp = (
     request: PublicRequest,
     deadline: Deadline
   ): Effect.Effect<Outcome> =>
-    Effect.gen(function*() {
-      const served = yield* Effect.either(deadline(useCaseOf(api, operationId, match.params, request)))
-      const caller = yield* FiberRef.get(currentCaller)
-      const organizationId = Option.isSome(caller) ? caller.value.organizationId : null
-      if (Either.isRight(served)) {
-        return { reply: jsonReply(served.right), reasonCode: null, detail: null, organizationId }
-      }
-      const error = served.left instanceof PublicApiError ? served.left : recover(Cause.fail(served.left))
-      return { ...refused(error), organizationId }
-    }).pipe(
+    operationOutcome(operationId, match, request, deadline).pipe(
       Effect.catchAllCause((cause) => Effect.succeed(refused(recover(cause)))),
       Effect.locally(currentCaller, Option.none())
     )
@@ -319,53 +330,60 @@ const makePublicHttpApp = (
     serveOther: (target: OtherTarget) => Effect.Effect<Outcome, never, R>,
     deadline: Deadline
   ): Effect.Effect<Answer, never, R> =>
-    Effect.gen(function*() {
-      const startedAt = performance.now()
-      const requestId = acceptCallerRequestId(firstHeader(view.headers["x-request-id"])) ?? newRequestId()
-      const { rawQuery, operationsPath, mediaToken, match } = routed
-      metrics.started()
+    Effect.gen(() => answerSteps(view, routed, serveOther, deadline)).pipe(Effect.ensuring(Effect.sync(metrics.finished)))
 
-      const outcome: Outcome = operationsPath !== undefined
-        ? !ALLOWED_METHODS.has(view.method)
-          ? refused(refusal("method_not_allowed"))
-          : yield* serveOther({ _tag: "Operations", path: operationsPath })
-        : mediaToken !== undefined
-        ? !ALLOWED_METHODS.has(view.method)
-          ? refused(refusal("method_not_allowed"))
-          : yield* serveOther({ _tag: "Media", token: mediaToken })
-        : match === undefined
-        ? refused(refusal("route_not_found"))
-        : !ALLOWED_METHODS.has(view.method)
+  function* answerSteps<R>(
+    view: RequestView,
+    routed: Routed,
+    serveOther: (target: OtherTarget) => Effect.Effect<Outcome, never, R>,
+    deadline: Deadline
+  ) {
+    const startedAt = performance.now()
+    const requestId = acceptCallerRequestId(firstHeader(view.headers["x-request-id"])) ?? newRequestId()
+    const { rawQuery, operationsPath, mediaToken, match } = routed
+    metrics.started()
+
+    const outcome: Outcome = operationsPath !== undefined
+      ? !ALLOWED_METHODS.has(view.method)
         ? refused(refusal("method_not_allowed"))
-        : match.route.operationId === null
-        ? yield* serveOther({ _tag: "Documentation", match })
-        : yield* serveOperation(match.route.operationId, match, {
-          requestId: RequestId.make(requestId),
-          authorization: firstHeader(view.headers.authorization),
-          query: parseQuery(rawQuery)
-        }, deadline)
+        : yield* serveOther({ _tag: "Operations", path: operationsPath })
+      : mediaToken !== undefined
+      ? !ALLOWED_METHODS.has(view.method)
+        ? refused(refusal("method_not_allowed"))
+        : yield* serveOther({ _tag: "Media", token: mediaToken })
+      : match === undefined
+      ? refused(refusal("route_not_found"))
+      : !ALLOWED_METHODS.has(view.method)
+      ? refused(refusal("method_not_allowed"))
+      : match.route.operationId === null
+      ? yield* serveOther({ _tag: "Documentation", match })
+      : yield* serveOperation(match.route.operationId, match, {
+        requestId: RequestId.make(requestId),
+        authorization: firstHeader(view.headers.authorization),
+        query: parseQuery(rawQuery)
+      }, deadline)
 
-      const reply = outcome.reply
-      const status = reply.status
-      const now = yield* Clock.currentTimeMillis
-      const entry: RequestLogEntry = {
-        level: status >= 500 ? "error" : status >= 400 ? "warn" : "info",
-        message: "http_request",
-        time: new Date(now).toISOString(),
-        request_id: requestId,
-        method: view.method,
-        route: operationsPath ?? (mediaToken === undefined ? match?.route.template ?? null : MEDIA_ROUTE_TEMPLATE),
-        operation_id: match?.route.operationId ?? null,
-        status,
-        reason_code: outcome.reasonCode,
-        organization_id: outcome.organizationId,
-        duration_ms: Math.round((performance.now() - startedAt) * 1000) / 1000,
-        detail: outcome.detail
-      }
-      yield* sink.write(JSON.stringify(entry))
-      metrics.observe(entry.operation_id ?? entry.route ?? "unmatched", entry.status, entry.duration_ms / 1000)
-      return { reply, headers: { "cache-control": "no-store", "x-request-id": requestId } }
-    }).pipe(Effect.ensuring(Effect.sync(metrics.finished)))
+    const reply = outcome.reply
+    const status = reply.status
+    const now = yield* Clock.currentTimeMillis
+    const entry: RequestLogEntry = {
+      level: status >= 500 ? "error" : status >= 400 ? "warn" : "info",
+      message: "http_request",
+      time: new Date(now).toISOString(),
+      request_id: requestId,
+      method: view.method,
+      route: operationsPath ?? (mediaToken === undefined ? match?.route.template ?? null : MEDIA_ROUTE_TEMPLATE),
+      operation_id: match?.route.operationId ?? null,
+      status,
+      reason_code: outcome.reasonCode,
+      organization_id: outcome.organizationId,
+      duration_ms: Math.round((performance.now() - startedAt) * 1000) / 1000,
+      detail: outcome.detail
+    }
+    yield* sink.write(JSON.stringify(entry))
+    metrics.observe(entry.operation_id ?? entry.route ?? "unmatched", entry.status, entry.duration_ms / 1000)
+    return { reply, headers: { "cache-control": "no-store", "x-request-id": requestId } } satisfies Answer
+  }
 
   const app: PublicHttpAppService["app"] = Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) =>
     Effect.map(answer(request, routeOf(request.url), (target) => {

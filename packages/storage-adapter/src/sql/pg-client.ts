@@ -172,24 +172,29 @@ export const makePgClient = (options: PgClientOptions): Effect.Effect<PgClientSe
       Effect.flatMap(Effect.promise(() => commitWith(connection, atCommit)), (failure) =>
         failure === undefined ? Effect.void : Effect.fail(failure))
 
+    // The two transaction bodies are generator functions made once, here: one made per call
+    // would get a V8 map of its own in the old generation, which keeps the function and all it
+    // closes over alive through every scavenge until the next full collection (README,
+    // "Performance").
+    function* runOwnTransaction<A, E, R>(connection: postgres.ReservedSql, effect: Effect.Effect<A, E, R>) {
+      // BEGIN is sent now but not awaited: it leaves in one packet with the first
+      // statement of `effect`, and its outcome is checked before the commit.
+      const begun = connection`BEGIN`.execute()
+      begun.catch(() => undefined)
+      const atCommit: Array<DeferredWrite> = []
+      const result = yield* Effect.locally(effect, currentTransaction, Option.some({ pool, connection, atCommit }))
+      yield* Effect.tryPromise({ try: () => begun, catch: unavailable("transaction.begin") })
+      yield* commit(connection, atCommit)
+      return result
+    }
+
     const transactionally = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | StoreUnavailable, R> =>
       Effect.flatMap(FiberRef.get(currentTransaction), (current) =>
         Option.isSome(current) && current.value.pool === pool
           ? effect
           : Effect.acquireUseRelease(
               Effect.tryPromise({ try: () => pool.reserve(), catch: unavailable("transaction.begin") }),
-              (connection) =>
-                Effect.gen(function* () {
-                  // BEGIN is sent now but not awaited: it leaves in one packet with the first
-                  // statement of `effect`, and its outcome is checked before the commit.
-                  const begun = connection`BEGIN`.execute()
-                  begun.catch(() => undefined)
-                  const atCommit: Array<DeferredWrite> = []
-                  const result = yield* Effect.locally(effect, currentTransaction, Option.some({ pool, connection, atCommit }))
-                  yield* Effect.tryPromise({ try: () => begun, catch: unavailable("transaction.begin") })
-                  yield* commit(connection, atCommit)
-                  return result
-                }),
+              (connection) => Effect.gen(() => runOwnTransaction(connection, effect)),
               (connection, exit) =>
                 Effect.promise(async () => {
                   if (exit._tag === "Failure") {
@@ -304,23 +309,26 @@ export const makePgClient = (options: PgClientOptions): Effect.Effect<PgClientSe
         else answer()
       })
 
+    function* runInGroup<A, E, R>(
+      restore: <AX, EX, RX>(effect: Effect.Effect<AX, EX, RX>) => Effect.Effect<AX, EX, RX>,
+      effect: Effect.Effect<A, E, R>
+    ) {
+      const group = join()
+      const atCommit: Array<DeferredWrite> = []
+      const exit = yield* Effect.exit(restore(Effect.flatMap(begunConnection(group), (connection) =>
+        Effect.locally(effect, currentTransaction, Option.some({ pool, connection, atCommit })))))
+      leave(group, Exit.isSuccess(exit) ? atCommit : undefined)
+      const value = yield* exit
+      // Interrupted while it waits, the member is gone but its writes still commit with the group.
+      yield* restore(committed(group))
+      return value
+    }
+
     const groupTransactionally = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | StoreUnavailable, R> =>
       Effect.flatMap(FiberRef.get(currentTransaction), (current) =>
         Option.isSome(current) && current.value.pool === pool
           ? effect
-          : Effect.uninterruptibleMask((restore) =>
-              Effect.gen(function* () {
-                const group = join()
-                const atCommit: Array<DeferredWrite> = []
-                const exit = yield* Effect.exit(restore(Effect.flatMap(begunConnection(group), (connection) =>
-                  Effect.locally(effect, currentTransaction, Option.some({ pool, connection, atCommit })))))
-                leave(group, Exit.isSuccess(exit) ? atCommit : undefined)
-                const value = yield* exit
-                // Interrupted while it waits, the member is gone but its writes still commit with the group.
-                yield* restore(committed(group))
-                return value
-              })
-            )
+          : Effect.uninterruptibleMask((restore) => Effect.gen(() => runInGroup(restore, effect)))
       )
 
     return { pool, run, appendAtCommit, transactionally, groupTransactionally }
