@@ -47,6 +47,7 @@ export const AccessCacheLayer = (
   const settings = { capacity: options.capacity, timeToLive }
   const keys = Layer.effect(
     ApiKeyStore,
+    // eslint-disable-next-line no-restricted-syntax -- made once, when the layer is built
     Effect.gen(function*() {
       const store = yield* ApiKeyStore
       return ApiKeyStore.of({ findByDigest: yield* cachedFound(store.findByDigest, settings) })
@@ -54,6 +55,7 @@ export const AccessCacheLayer = (
   )
   const organizations = Layer.effect(
     OrganizationStore,
+    // eslint-disable-next-line no-restricted-syntax -- made once, when the layer is built
     Effect.gen(function*() {
       const store = yield* OrganizationStore
       return OrganizationStore.of({

@@ -514,6 +514,7 @@ export const makeHttpServerLayer = (
     const graceMs = options.shutdownGraceMs ?? 10_000
     const quietMs = Math.min(250, graceMs)
     // Built after `serve`, so released before it: the drain runs while the handler is attached.
+    // eslint-disable-next-line no-restricted-syntax -- made once, when the layer is built
     const drainOnShutdown = Layer.scopedDiscard(Effect.gen(function*() {
       let inFlight = 0
       let lastArrival = 0
@@ -553,6 +554,7 @@ export const makeHttpServerLayer = (
  * first (`PublicHttpApp.serveOnNode`); every other request goes to the platform's handler.
  */
 const listen = (server: Server, options: HttpServerOptions) =>
+  // eslint-disable-next-line no-restricted-syntax -- made once per server
   Effect.gen(function*() {
     yield* Effect.acquireRelease(
       Effect.async<void, HttpServerError.ServeError>((resume) => {
@@ -575,6 +577,7 @@ const listen = (server: Server, options: HttpServerOptions) =>
         ? { _tag: "UnixAddress", path: String(address) }
         : { _tag: "TcpAddress", hostname: address.address === "::" ? "0.0.0.0" : address.address, port: address.port },
       serve: (app, middleware) =>
+        // eslint-disable-next-line no-restricted-syntax -- made once per server
         Effect.gen(function*() {
           const platformHandler = yield* (middleware === undefined
             ? NodeHttpServer.makeHandler(app)

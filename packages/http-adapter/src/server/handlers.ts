@@ -28,6 +28,7 @@ const serve = <P, A>(
   readPath: (routed: RoutedRequest) => Effect.Effect<P>,
   useCase: (request: PublicRequest, path: P) => Effect.Effect<A, PublicApiError>
 ) =>
+  // eslint-disable-next-line no-restricted-syntax -- made once per handler, when the handlers are defined
   Effect.gen(function*() {
     const routed = yield* FiberRef.get(currentRoutedRequest)
     if (Option.isNone(routed)) return yield* Effect.dieMessage("request served outside the public HTTP app")

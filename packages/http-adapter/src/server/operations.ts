@@ -132,8 +132,8 @@ const openFileDescriptors = (): number | undefined => {
 }
 
 /** The Prometheus text exposition (format 0.0.4) of the metrics and the gauges read now. */
-export const renderMetrics = (metrics: RequestMetrics, database: Option.Option<PgClientService>): Effect.Effect<string> =>
-  Effect.gen(function*() {
+export const renderMetrics: (metrics: RequestMetrics, database: Option.Option<PgClientService>) => Effect.Effect<string> =
+  Effect.fnUntraced(function*(metrics: RequestMetrics, database: Option.Option<PgClientService>) {
     const gauges = yield* Option.match(database, {
       onNone: () => Effect.succeed(Option.none<DatabaseGauges>()),
       onSome: readDatabaseGauges

@@ -146,6 +146,7 @@ const toAudioUnavailable = (operation: string) => (cause: unknown) =>
   new AudioStorageUnavailable({ operation, cause })
 
 const makeEmbedded = (signingKey: Redacted.Redacted<string>, mediaBaseUrl: Effect.Effect<string>) =>
+  // eslint-disable-next-line no-restricted-syntax -- made once, when the layer is built
   Effect.gen(function* () {
     const client = yield* PgClient
 

@@ -132,6 +132,7 @@ interface TransactionGroup {
 }
 
 export const makePgClient = (options: PgClientOptions): Effect.Effect<PgClientService, never, Scope.Scope> =>
+  // eslint-disable-next-line no-restricted-syntax -- made once, when the layer is built
   Effect.gen(function* () {
     const url = Redacted.isRedacted(options.url) ? Redacted.value(options.url) : options.url
     const onQuery = options.onQuery
