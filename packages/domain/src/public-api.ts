@@ -249,18 +249,29 @@ export const PublicApiLive = Layer.effect(
       return yield* readAndRecord(readEncounter(caller, request, path))
     })
 
+    /** The disclosure of one document, recorded in the read's unit of work. */
+    const recordDocumentDisclosure = (
+      caller: Caller,
+      request: PublicRequest,
+      operation: OperationId,
+      encounter: StoredEncounterHead,
+      document: { readonly documentId: DocumentId }
+    ) =>
+      Effect.flatMap(
+        disclosureEvent(caller, request, operation, {
+          encounterId: encounter.encounterId,
+          documentId: document.documentId,
+          patientId: patientIdOf(encounter)
+        }),
+        (event) => record([event])
+      )
+
     const readDocument = Effect.fnUntraced(function*(caller: Caller, request: PublicRequest, path: DocumentPath) {
       const operation = "getPublicDocument"
       const found = yield* findAccessibleDocument(caller, path, false)
       const { encounter } = found
       const document = yield* fromEither(checkDocumentDetailTarget(found.document))
-      yield* record([
-        yield* disclosureEvent(caller, request, operation, {
-          encounterId: encounter.encounterId,
-          documentId: document.documentId,
-          patientId: patientIdOf(encounter)
-        })
-      ])
+      yield* recordDocumentDisclosure(caller, request, operation, encounter, document)
       return presentDocumentDetailResponse(document)
     })
 
@@ -277,13 +288,7 @@ export const PublicApiLive = Layer.effect(
       const { document, encounter, finalTranscript } = yield* findAccessibleDocument(caller, path, true)
       yield* fromEither(checkTranscriptTarget(document))
       const transcript = yield* fromEither(checkFinalTranscript(finalTranscript))
-      yield* record([
-        yield* disclosureEvent(caller, request, operation, {
-          encounterId: encounter.encounterId,
-          documentId: document.documentId,
-          patientId: patientIdOf(encounter)
-        })
-      ])
+      yield* recordDocumentDisclosure(caller, request, operation, encounter, document)
       return presentTranscriptResponse(document, transcript)
     })
 
@@ -301,13 +306,7 @@ export const PublicApiLive = Layer.effect(
       const recording = yield* fromEither(checkAudioTarget(document))
       yield* fromEither(checkAudioObjectExists(yield* audioStorage.exists(recording)))
       const signed = yield* audioStorage.signUrl(recording, config.audioUrlTtlSeconds)
-      yield* record([
-        yield* disclosureEvent(caller, request, operation, {
-          encounterId: encounter.encounterId,
-          documentId: document.documentId,
-          patientId: patientIdOf(encounter)
-        })
-      ])
+      yield* recordDocumentDisclosure(caller, request, operation, encounter, document)
       return presentAudioResponse(signed)
     })
 
