@@ -254,6 +254,10 @@ export const makePgClient = (options: PgClientOptions): Effect.Effect<PgClientSe
         group.outcome = outcome
         inFlight--
         settle(group.onOutcome)
+        // Its members' fibers can hold a finished group until the next full collection; let
+        // them not hold its connection's objects and its writes too (README, "Performance").
+        group.begun = undefined
+        group.writes.length = 0
         launchNext()
       }
       if (begun === undefined || begun instanceof StoreUnavailable) return done(begun ?? null)
