@@ -254,8 +254,8 @@ export const makePgClient = (options: PgClientOptions): Effect.Effect<PgClientSe
         group.outcome = outcome
         inFlight--
         settle(group.onOutcome)
-        // Its members' fibers can hold a finished group until the next full collection; let
-        // them not hold its connection's objects and its writes too (README, "Performance").
+        // Something can still hold a finished group until the next full collection (README,
+        // "Performance"); let that not keep its connection's objects and its writes alive too.
         group.begun = undefined
         group.writes.length = 0
         launchNext()
