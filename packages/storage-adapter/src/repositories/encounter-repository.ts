@@ -91,7 +91,8 @@ export const JoinedTranscriptRow = Schema.Struct({
 const TURN_KEYS = 4
 
 /**
- * The turns as `json_agg` built them from typed columns, checked field by field for the shape
+ * The turns as the transcript's `turns_json` holds them (built by triggers from the typed turn
+ * columns, migration 6: `transcript_turns_json`), checked field by field for the shape
  * of `PublicTranscriptTurn`: decoding a 200-turn transcript with Schema cost about twenty
  * times its JSON encoding.
  */
@@ -284,15 +285,6 @@ export const encounterByIdStatement = (sql: Sql, encounterId: string) => sql`
   WHERE e.encounter_id = ${encounterId}
   ORDER BY d.created_at, d.document_id COLLATE "C"`
 
-/** The turns of transcript `t`, aggregated to JSON in the database, in chronological order. */
-const turnsOf = (sql: Sql) => sql`
-  coalesce((
-    SELECT json_agg(json_build_object('speaker', tt.speaker, 'text', tt.text,
-                                      'start', tt.start_seconds, 'end', tt.end_seconds)
-                    ORDER BY tt.start_seconds, tt.ordinal)
-    FROM transcript_turns tt WHERE tt.document_id = t.document_id
-  ), '[]'::json)`
-
 /**
  * A document route's reads in one statement, one row: the encounter with its patient (null
  * columns if there is none), and the document by its own id whatever its encounter, with its
@@ -313,7 +305,7 @@ export const encounterAndDocumentStatement = (
          r.storage_key, r.content_type
          ${withFinalTranscript
            ? sql`, t.provider AS transcript_provider, t.audio_duration_seconds AS transcript_audio_duration_seconds,
-                 CASE WHEN t.document_id IS NULL THEN NULL ELSE ${turnsOf(sql)} END AS transcript_turns`
+                 t.turns_json AS transcript_turns`
            : sql``}
   FROM (VALUES (1)) AS one_row (one)
   LEFT JOIN encounters e ON e.encounter_id = ${encounterId}

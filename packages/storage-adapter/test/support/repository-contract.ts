@@ -1,5 +1,6 @@
 import { randomBytes } from "node:crypto"
 import { readFileSync } from "node:fs"
+import postgres from "postgres"
 import {
   ApiKeyStore,
   AudioStorage,
@@ -38,7 +39,8 @@ import {
   PgClientLayer,
   PostgresPortsLive,
   type Fixture,
-  type FixtureEncounter
+  type FixtureEncounter,
+  type Sql
 } from "../../src/index.js"
 import type { TestDatabase, TestDatabaseFactory } from "../../src/testing/test-database.js"
 
@@ -558,6 +560,149 @@ export const repositoryContract = (factory: TestDatabaseFactory) => {
         expect(yield* read(`${org}_missing`, `${org}_missing`)).toEqual({
           encounter: Option.none(), document: Option.none(), finalTranscript: Option.none()
         })
+      })
+    )
+
+    it.effect("transcript read: the turns kept in the transcript's row follow every insert, update, delete and truncate of its turns", () =>
+      Effect.gen(function* () {
+        const org = unique("org")
+        const transcribed = (encounterId: string, documentId: string) =>
+          encounter(org, encounterId, "2026-05-01T09:00:00.000Z", {
+            documents: [{
+              document_id: documentId,
+              schema_type: "ambient_transcript" as const,
+              created_at: "2026-05-01T09:00:00.000Z",
+              updated_at: "2026-05-01T09:00:00.000Z",
+              transcript: {
+                provider: "example-asr",
+                audio_duration_seconds: 9,
+                turns: [
+                  { speaker: "clinician", text: "What brings you in?", start: 0, end: 1.5 },
+                  { speaker: "patient", text: "A \"cough\"\n\u00e9\u2028", start: 2, end: 3.25 }
+                ]
+              }
+            }]
+          })
+        yield* load(fixture({
+          organizations: [organization(org)],
+          encounters: [transcribed(`${org}_e1`, `${org}_d1`), transcribed(`${org}_e2`, `${org}_d2`)]
+        }))
+        const repository = yield* EncounterRepository
+        const pg = yield* PgClient
+        const served = (n: 1 | 2) =>
+          Effect.map(
+            repository.findEncounterAndDocument(`${org}_e${n}` as EncounterId, `${org}_d${n}` as DocumentId, { withFinalTranscript: true }),
+            (found) => Option.getOrThrow(found.finalTranscript).turns
+          )
+        /** The turns as the table holds them, in the route's order. */
+        const stored = (n: 1 | 2) =>
+          Effect.map(
+            pg.run("test.turns", (sql) => sql<Array<{ speaker: string; text: string; start: number; end: number }>>`
+              SELECT speaker, text, start_seconds AS start, end_seconds AS "end" FROM transcript_turns
+              WHERE document_id = ${`${org}_d${n}`} ORDER BY start_seconds, ordinal`),
+            (rows) => rows.map((row) => ({ ...row }))
+          )
+        const expectServedAsStored = Effect.fnUntraced(function* () {
+          for (const n of [1, 2] as const) expect(yield* served(n)).toEqual(yield* stored(n))
+        })
+        yield* expectServedAsStored()
+        expect((yield* served(1))[1]).toEqual({ speaker: "patient", text: "A \"cough\"\n\u00e9\u2028", start: 2, end: 3.25 })
+        const change = (name: string, statement: (sql: Sql) => Promise<unknown>) => pg.run(`test.${name}`, statement)
+        // One statement inserting turns of both transcripts, one of them before the first turn.
+        yield* change("insert", (sql) => sql`
+          INSERT INTO transcript_turns (document_id, ordinal, speaker, text, start_seconds, end_seconds)
+          VALUES (${`${org}_d1`}, 2, 'clinician', 'Any fever?', 4, 5), (${`${org}_d2`}, 5, 'patient', 'Before', -1, -0.5)`)
+        yield* expectServedAsStored()
+        expect(yield* served(2)).toHaveLength(3)
+        yield* change("update", (sql) => sql`
+          UPDATE transcript_turns SET text = text || ' (edited)', start_seconds = start_seconds + 10
+          WHERE document_id = ${`${org}_d1`} AND ordinal = 0`)
+        yield* expectServedAsStored()
+        // A turn moved from one transcript to the other changes both.
+        yield* change("move", (sql) => sql`
+          UPDATE transcript_turns SET document_id = ${`${org}_d2`}, ordinal = 9 WHERE document_id = ${`${org}_d1`} AND ordinal = 1`)
+        yield* expectServedAsStored()
+        expect([(yield* served(1)).length, (yield* served(2)).length]).toEqual([2, 4])
+        yield* change("delete", (sql) => sql`DELETE FROM transcript_turns WHERE document_id = ${`${org}_d1`}`)
+        yield* expectServedAsStored()
+        expect(yield* served(1)).toEqual([])
+        // TRUNCATE, in a transaction rolled back so that the other tests' turns stay.
+        const rollback = new Error("rollback")
+        const truncated = yield* Effect.promise(async () => {
+          let turns: Array<unknown> = []
+          await pg.pool.begin(async (tx) => {
+            const transaction = tx as unknown as Sql
+            await transaction`TRUNCATE transcript_turns`
+            const rows = await transaction<Array<{ turns: unknown }>>`
+              SELECT turns_json AS turns FROM transcripts WHERE document_id = ${`${org}_d2`}`
+            turns = Array.from(rows, (row) => row.turns)
+            throw rollback
+          }).catch((error: unknown) => {
+            if (error !== rollback) throw error
+          })
+          return turns
+        })
+        expect(truncated).toEqual([[]])
+        expect(yield* served(2)).toHaveLength(4)
+      })
+    )
+
+    it.effect("transcript read: turns two transactions write to one transcript at once are all in its row once both commit", () =>
+      Effect.gen(function* () {
+        const org = unique("org")
+        const documentId = `${org}_d`
+        yield* load(fixture({
+          organizations: [organization(org)],
+          encounters: [encounter(org, `${org}_e`, "2026-05-01T09:00:00.000Z", {
+            documents: [{
+              document_id: documentId,
+              schema_type: "ambient_transcript" as const,
+              created_at: "2026-05-01T09:00:00.000Z",
+              updated_at: "2026-05-01T09:00:00.000Z",
+              transcript: { provider: "example-asr", audio_duration_seconds: 9, turns: [] }
+            }]
+          })]
+        }))
+        const db = yield* CurrentDatabase
+        const insertTurn = (sql: Sql, ordinal: number) => sql`
+          INSERT INTO transcript_turns (document_id, ordinal, speaker, text, start_seconds, end_seconds)
+          VALUES (${documentId}, ${ordinal}, 'patient', ${`turn ${ordinal}`}, ${ordinal}, ${ordinal + 0.5})`
+        if (db.separateClients) {
+          // The second writer's trigger waits for the first's lock on the transcript, then
+          // rebuilds in a snapshot that holds the first's committed turn.
+          const first = postgres(db.url, { max: 1, onnotice: () => {} })
+          const second = postgres(db.url, { max: 1, onnotice: () => {} })
+          const observer = postgres(db.url, { max: 1, onnotice: () => {} })
+          yield* Effect.promise(async () => {
+            try {
+              let secondDone: Promise<unknown> = Promise.resolve()
+              await first.begin(async (tx) => {
+                await insertTurn(tx as unknown as Sql, 1)
+                secondDone = second.begin((other) => insertTurn(other as unknown as Sql, 2))
+                for (let waited = 0; ; waited += 10) {
+                  const [waiting] = await observer<Array<{ count: number }>>`
+                    SELECT count(*)::int AS count FROM pg_locks WHERE NOT granted AND locktype IN ('tuple', 'transactionid')`
+                  if ((waiting?.count ?? 0) > 0) break
+                  if (waited > 5_000) throw new Error("the second writer never waited for the first")
+                  await new Promise((done) => setTimeout(done, 10))
+                }
+              })
+              await secondDone
+            } finally {
+              await Promise.all([first.end(), second.end(), observer.end()])
+            }
+          })
+        } else {
+          // One connection (PGlite): the writers cannot interleave; one after the other.
+          const pg = yield* PgClient
+          yield* pg.run("test.first-writer", (sql) => insertTurn(sql, 1))
+          yield* pg.run("test.second-writer", (sql) => insertTurn(sql, 2))
+        }
+        const repository = yield* EncounterRepository
+        const found = yield* repository.findEncounterAndDocument(`${org}_e` as EncounterId, documentId as DocumentId, {
+          withFinalTranscript: true
+        })
+        expect(Option.getOrThrow(found.finalTranscript).turns.map((turn) => turn.text)).toEqual(["turn 1", "turn 2"])
       })
     )
 
