@@ -325,17 +325,23 @@ ALTER TABLE encounter_daily_counts
 const transcriptTurnsJson = `
 ALTER TABLE transcripts ADD COLUMN turns_json json NOT NULL DEFAULT '[]';
 
-CREATE FUNCTION transcript_turns_json_of(transcript text) RETURNS json LANGUAGE sql STABLE AS $$
-  SELECT coalesce(json_agg(json_build_object('speaker', tt.speaker, 'text', tt.text,
-                                             'start', tt.start_seconds, 'end', tt.end_seconds)
-                           ORDER BY tt.start_seconds, tt.ordinal), '[]'::json)
-  FROM transcript_turns tt WHERE tt.document_id = transcript
-$$;
-
+-- One statement for all the transcripts a statement touched: the turns joined with unnest (not
+-- filtered with = ANY, which compares each row with every element of a parameter array), and
+-- aggregated in the statement's own plan (a SQL function called per transcript was planned,
+-- and JIT-compiled, once per call). The generator's one INSERT touches 99,852 transcripts.
 CREATE FUNCTION transcript_turns_json_refresh(affected text[]) RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
-  PERFORM 1 FROM transcripts t WHERE t.document_id = ANY (affected) ORDER BY t.document_id FOR NO KEY UPDATE OF t;
-  UPDATE transcripts t SET turns_json = transcript_turns_json_of(t.document_id) WHERE t.document_id = ANY (affected);
+  PERFORM 1 FROM transcripts t JOIN unnest(affected) AS a (document_id) ON a.document_id = t.document_id
+    ORDER BY t.document_id FOR NO KEY UPDATE OF t;
+  UPDATE transcripts t SET turns_json = coalesce(turns.json, '[]'::json)
+  FROM unnest(affected) AS a (document_id)
+  LEFT JOIN LATERAL (
+    SELECT json_agg(json_build_object('speaker', tt.speaker, 'text', tt.text,
+                                      'start', tt.start_seconds, 'end', tt.end_seconds)
+                    ORDER BY tt.start_seconds, tt.ordinal) AS json
+    FROM transcript_turns tt WHERE tt.document_id = a.document_id
+  ) AS turns ON true
+  WHERE t.document_id = a.document_id;
 END $$;
 
 -- The transcripts a statement touched, each once: the transition tables hold every turn row
@@ -375,8 +381,7 @@ END $$;
 CREATE TRIGGER transcript_turns_json_truncate AFTER TRUNCATE ON transcript_turns
   FOR EACH STATEMENT EXECUTE FUNCTION transcript_turns_json_after_truncate();
 
-UPDATE transcripts t SET turns_json = transcript_turns_json_of(t.document_id)
-WHERE EXISTS (SELECT 1 FROM transcript_turns tt WHERE tt.document_id = t.document_id);
+SELECT transcript_turns_json_refresh(ARRAY(SELECT DISTINCT document_id FROM transcript_turns));
 `
 
 export const migrations: ReadonlyArray<Migration> = [
