@@ -94,6 +94,23 @@ const fixture = (parts: Partial<Omit<Fixture, "format">>): Fixture => ({
   ...parts
 })
 
+/** An encounter whose one document is an ambient transcript with these turns. */
+const transcribedEncounter = (
+  organizationId: string,
+  encounterId: string,
+  documentId: string,
+  turns: ReadonlyArray<{ speaker: string; text: string; start: number; end: number }>
+): FixtureEncounter =>
+  encounter(organizationId, encounterId, "2026-05-01T09:00:00.000Z", {
+    documents: [{
+      document_id: documentId,
+      schema_type: "ambient_transcript",
+      created_at: "2026-05-01T09:00:00.000Z",
+      updated_at: "2026-05-01T09:00:00.000Z",
+      transcript: { provider: "example-asr", audio_duration_seconds: 9, turns: [...turns] }
+    }]
+  })
+
 const organization = (organizationId: string) => ({
   organization_id: organizationId,
   name: `Organization ${organizationId}`,
@@ -566,23 +583,11 @@ export const repositoryContract = (factory: TestDatabaseFactory) => {
     it.effect("transcript read: the turns kept in the transcript's row follow every insert, update, delete and truncate of its turns", () =>
       Effect.gen(function* () {
         const org = unique("org")
-        const transcribed = (encounterId: string, documentId: string) =>
-          encounter(org, encounterId, "2026-05-01T09:00:00.000Z", {
-            documents: [{
-              document_id: documentId,
-              schema_type: "ambient_transcript" as const,
-              created_at: "2026-05-01T09:00:00.000Z",
-              updated_at: "2026-05-01T09:00:00.000Z",
-              transcript: {
-                provider: "example-asr",
-                audio_duration_seconds: 9,
-                turns: [
-                  { speaker: "clinician", text: "What brings you in?", start: 0, end: 1.5 },
-                  { speaker: "patient", text: "A \"cough\"\n\u00e9\u2028", start: 2, end: 3.25 }
-                ]
-              }
-            }]
-          })
+        const turns = [
+          { speaker: "clinician", text: "What brings you in?", start: 0, end: 1.5 },
+          { speaker: "patient", text: "A \"cough\"\n\u00e9\u2028", start: 2, end: 3.25 }
+        ]
+        const transcribed = (encounterId: string, documentId: string) => transcribedEncounter(org, encounterId, documentId, turns)
         yield* load(fixture({
           organizations: [organization(org)],
           encounters: [transcribed(`${org}_e1`, `${org}_d1`), transcribed(`${org}_e2`, `${org}_d2`)]
@@ -606,7 +611,7 @@ export const repositoryContract = (factory: TestDatabaseFactory) => {
           for (const n of [1, 2] as const) expect(yield* served(n)).toEqual(yield* stored(n))
         })
         yield* expectServedAsStored()
-        expect((yield* served(1))[1]).toEqual({ speaker: "patient", text: "A \"cough\"\n\u00e9\u2028", start: 2, end: 3.25 })
+        expect(yield* served(1)).toEqual(turns)
         const change = (name: string, statement: (sql: Sql) => Promise<unknown>) => pg.run(`test.${name}`, statement)
         // One statement inserting turns of both transcripts, one of them before the first turn.
         yield* change("insert", (sql) => sql`
@@ -653,15 +658,7 @@ export const repositoryContract = (factory: TestDatabaseFactory) => {
         const documentId = `${org}_d`
         yield* load(fixture({
           organizations: [organization(org)],
-          encounters: [encounter(org, `${org}_e`, "2026-05-01T09:00:00.000Z", {
-            documents: [{
-              document_id: documentId,
-              schema_type: "ambient_transcript" as const,
-              created_at: "2026-05-01T09:00:00.000Z",
-              updated_at: "2026-05-01T09:00:00.000Z",
-              transcript: { provider: "example-asr", audio_duration_seconds: 9, turns: [] }
-            }]
-          })]
+          encounters: [transcribedEncounter(org, `${org}_e`, documentId, [])]
         }))
         const db = yield* CurrentDatabase
         const insertTurn = (sql: Sql, ordinal: number) => sql`
