@@ -16,12 +16,13 @@ const cliEntry = fileURLToPath(new URL("../src/cli/main.ts", import.meta.url))
 export const sandboxFixtureFile = fileURLToPath(new URL("../../storage-adapter/fixtures/sandbox.fixture.json", import.meta.url))
 
 /**
- * The Node flags of the `start` script that size the process (its heap limit), so that every
- * service started here (tests, soak, bench) runs as `pnpm start` runs it.
+ * The Node flags of the `start` script's service command (its heap limit and GC settings), so
+ * that every service started here (tests, soak, bench) runs as `pnpm start` runs it.
  */
 export const startScriptNodeFlags = (): ReadonlyArray<string> => {
   const manifest = JSON.parse(readFileSync(`${repositoryRoot}package.json`, "utf8")) as { scripts: Record<string, string> }
-  return (manifest.scripts["start"] ?? "").split(/\s+/).filter((word) => /^--max-old-space-size=\d+$/.test(word))
+  const serviceCommand = (manifest.scripts["start"] ?? "").split("&&").at(-1) ?? ""
+  return serviceCommand.trim().split(/\s+/).filter((word) => word.startsWith("--"))
 }
 
 /** Environment of a child: this process's, minus every setting the service reads, plus `env`. */
