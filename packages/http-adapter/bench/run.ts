@@ -13,7 +13,9 @@
  *
  * Settings: BENCH_CONNECTIONS (8), BENCH_DURATION seconds per route and server (12),
  * BENCH_ROUNDS (4, the duration split evenly between them), BENCH_WARMUP seconds (2, per route
- * and server, before the first round), DATABASE_POOL_MAX (10, both servers), BENCH_SERVICE_PORT (18080),
+ * and server, before the route's first round), BENCH_INITIAL_WARMUP seconds (4, per route and
+ * server, every route once before the first is measured: a fresh process's JIT compiler is still
+ * at work on its code for tens of seconds), DATABASE_POOL_MAX (10, both servers), BENCH_SERVICE_PORT (18080),
  * BENCH_FLOOR_PORT (18081), BENCH_ROUTES (comma-separated route keys, default all; a partial
  * run only prints its figures),
  * BENCH_CPU_PROFILE_DIR (the service writes a V8 CPU profile there when it stops).
@@ -64,6 +66,7 @@ const connections = number("BENCH_CONNECTIONS", 8)
 const duration = number("BENCH_DURATION", 12)
 const rounds = Math.max(1, Math.floor(number("BENCH_ROUNDS", 4)))
 const warmup = number("BENCH_WARMUP", 2)
+const initialWarmup = number("BENCH_INITIAL_WARMUP", 4)
 const poolMax = number("DATABASE_POOL_MAX", 10)
 const encounterCount = number("BENCH_ENCOUNTERS", defaultGenerateOptions.encounters)
 const servicePort = number("BENCH_SERVICE_PORT", 18080)
@@ -442,8 +445,11 @@ const main = async () => {
       if (service.pid !== undefined) peakRssMb = Math.max(peakRssMb, memoryOf(service.pid).rssMb)
     }, 200)
     try {
+      const servers = [["service", serviceBase, service.pid], ["floor", floorBase, floor.pid]] as const
+      if (initialWarmup > 0) {
+        for (const route of routes) for (const [, base] of servers) await drive(base, route, token, initialWarmup)
+      }
       for (const route of routes) {
-        const servers = [["service", serviceBase, service.pid], ["floor", floorBase, floor.pid]] as const
         const totals = new Map(servers.map(([name]) => [name, {
           requests: 0, non2xx: 0, errors: 0, seconds: 0, serverCpu: 0, postgresCpu: 0, latencies: new Array<number>()
         }]))
@@ -522,7 +528,7 @@ const main = async () => {
     at: new Date().toISOString(),
     machine: { cpus: cpus().length, cpuModel: cpus()[0]?.model ?? "unknown", node: process.version, postgres: version?.server_version },
     data: samples.counts,
-    settings: { connections, durationSeconds: duration, rounds, warmupSeconds: warmup, poolMax },
+    settings: { connections, durationSeconds: duration, rounds, warmupSeconds: warmup, initialWarmupSeconds: initialWarmup, poolMax },
     routes: results,
     serviceRss: { peakMb: round(peakRssMb) },
     targets
@@ -537,7 +543,8 @@ const main = async () => {
     `Measured ${report.at.slice(0, 10)} on ${report.machine.cpus} × ${report.machine.cpuModel}, Node ${report.machine.node}, ` +
       `PostgreSQL ${report.machine.postgres}; ${samples.counts["encounters"]} encounters ` +
       `(${samples.counts["big_organization_encounters"]} in ${bigOrganization}, the one measured), ` +
-      `${connections} connections, ${duration} s per route and server in ${rounds} alternating rounds after ${warmup} s of warm-up, pool ${poolMax}.`,
+      `${connections} connections, ${duration} s per route and server in ${rounds} alternating rounds after ${warmup} s of warm-up ` +
+      `(and ${initialWarmup} s of every route on each server before the first), pool ${poolMax}.`,
     "",
     "| Route | Service req/s | p50 ms | p99 ms | Floor req/s | p50 ms | p99 ms | Service / floor | CPU ms per request: service + PostgreSQL | floor + PostgreSQL |",
     "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
