@@ -105,6 +105,20 @@ describe("AccessCacheLayer (key and organization lookups, 5 s)", () => {
     }).pipe(Effect.provide(policyWithCache(layer, 5)))
   })
 
+  it.effect("a record asked for at the very end of its time to live is not given a new one: the change takes effect a millisecond later", () => {
+    const { state, layer } = mutableStores()
+    return Effect.gen(function*() {
+      expect(yield* outcome(TOKEN)).toBe("allowed")
+      state.key = { ...state.key, state: "revoked" }
+      yield* TestClock.adjust("5000 millis")
+      // The last millisecond of the bound: still the record stored at 0.
+      expect(yield* outcome(TOKEN)).toBe("allowed")
+      yield* TestClock.adjust("1 millis")
+      expect(yield* outcome(TOKEN)).toBe("revoked_key")
+      expect(state.keyCalls).toBe(2)
+    }).pipe(Effect.provide(policyWithCache(layer, 5)))
+  })
+
   it.effect("within the time to live, one store call serves every request of the key", () => {
     const { state, layer } = mutableStores()
     return Effect.gen(function*() {
