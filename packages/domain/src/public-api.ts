@@ -58,10 +58,13 @@ export interface DocumentPath extends EncounterPath {
 }
 
 /**
- * The caller of the request the current fiber serves, once authenticated. Adapters read it
- * after a use case ran (success or failure) to log the organization; the rules never do.
+ * The caller of the request the current fiber serves, once authenticated (`null` before).
+ * Adapters read it after a use case ran (success or failure) to log the organization; the
+ * rules never do. A plain value, not an Option: setting a FiberRef compares the old value with
+ * the new through `Equal`, and an Option of a plain object is hashed for that by a random
+ * number kept in a WeakMap, an entry per request for the collector to sweep.
  */
-export const currentCaller: FiberRef.FiberRef<Option.Option<Caller>> = FiberRef.unsafeMake(Option.none())
+export const currentCaller: FiberRef.FiberRef<Caller | null> = FiberRef.unsafeMake<Caller | null>(null)
 
 /**
  * The five operations of the contract, each in the full order of checks: authentication,
@@ -124,7 +127,7 @@ export const PublicApiLive = Layer.effect(
 
     const authorize = Effect.fnUntraced(function*(request: PublicRequest, operation: OperationId) {
       const caller = yield* accessPolicy.authorize(request.authorization, operation)
-      yield* FiberRef.set(currentCaller, Option.some(caller))
+      yield* FiberRef.set(currentCaller, caller)
       return caller
     })
 

@@ -154,19 +154,23 @@ const deadlineByInterruption: Deadline = <A, E>(useCase: Effect.Effect<A, E>) =>
       expired = true
       fiber.unsafeInterruptAsFork(fiber.id())
     }, Duration.toMillis(REQUEST_DEADLINE))
-    return Effect.interruptible(useCase).pipe(
-      Effect.onExit(() =>
-        Effect.sync(() => {
-          settled = true
-          clearTimeout(timer)
-        })
-      ),
-      Effect.catchAllCause((cause): Effect.Effect<never, E | Cause.TimeoutException> =>
-        expired && Cause.isInterruptedOnly(cause)
+    const settle = () => {
+      settled = true
+      clearTimeout(timer)
+    }
+    // Both handlers run on the fiber's uninterruptible side, so one of them always settles.
+    return Effect.matchCauseEffect(Effect.interruptible(useCase), {
+      onFailure: (cause): Effect.Effect<never, E | Cause.TimeoutException> => {
+        settle()
+        return expired && Cause.isInterruptedOnly(cause)
           ? Effect.fail(new Cause.TimeoutException(`exceeded ${Duration.format(REQUEST_DEADLINE)}`))
           : Effect.failCause(cause)
-      )
-    )
+      },
+      onSuccess: (value) => {
+        settle()
+        return Effect.succeed(value)
+      }
+    })
   })
 
 /** The use case of a matched operation, with its path parameters as the router read them. */
@@ -280,7 +284,7 @@ const makePublicHttpApp = (
   ) {
     const served = yield* Effect.either(deadline(useCaseOf(api, operationId, match.params, request)))
     const caller = yield* FiberRef.get(currentCaller)
-    const organizationId = Option.isSome(caller) ? caller.value.organizationId : null
+    const organizationId = caller === null ? null : caller.organizationId
     if (Either.isRight(served)) {
       return { reply: jsonReply(served.right), reasonCode: null, detail: null, organizationId }
     }
@@ -295,9 +299,9 @@ const makePublicHttpApp = (
     request: PublicRequest,
     deadline: Deadline
   ): Effect.Effect<Outcome> =>
+    // Every request runs on a fiber of its own, which starts with no caller: the use case sets it.
     operationOutcome(operationId, match, request, deadline).pipe(
-      Effect.catchAllCause((cause) => Effect.succeed(refused(recover(cause)))),
-      Effect.locally(currentCaller, Option.none())
+      Effect.catchAllCause((cause) => Effect.succeed(refused(recover(cause))))
     )
 
   /** `/openapi.json` and `/docs`, served by the platform router. */

@@ -1,5 +1,5 @@
 import { StoreUnavailable } from "@clinical-api/domain"
-import { Context, Effect, Exit, FiberRef, Layer, Option, Redacted, type Scope } from "effect"
+import { Context, Effect, Exit, FiberRef, Layer, Redacted, type Scope } from "effect"
 import postgres from "postgres"
 
 /**
@@ -82,7 +82,8 @@ interface CurrentTransaction {
   readonly atCommit: Array<DeferredWrite>
 }
 
-const currentTransaction = FiberRef.unsafeMake<Option.Option<CurrentTransaction>>(Option.none())
+/** Not an Option: see `currentCaller` in the domain (an Option of an object costs a WeakMap entry per set). */
+const currentTransaction = FiberRef.unsafeMake<CurrentTransaction | null>(null)
 
 const unavailable = (operation: string) => (cause: unknown) => new StoreUnavailable({ operation, cause })
 
@@ -150,7 +151,7 @@ export const makePgClient = (options: PgClientOptions): Effect.Effect<PgClientSe
     )
 
     const connectionFor = Effect.map(FiberRef.get(currentTransaction), (current) =>
-      Option.isSome(current) && current.value.pool === pool ? current.value.connection : pool
+      current !== null && current.pool === pool ? current.connection : pool
     )
 
     const run = <A>(operation: string, query: (sql: Sql) => Promise<A>): Effect.Effect<A, StoreUnavailable> =>
@@ -162,8 +163,8 @@ export const makePgClient = (options: PgClientOptions): Effect.Effect<PgClientSe
       rows: ReadonlyArray<R>
     ): Effect.Effect<void, StoreUnavailable> =>
       Effect.flatMap(FiberRef.get(currentTransaction), (current) => {
-        if (Option.isSome(current) && current.value.pool === pool) {
-          current.value.atCommit.push({ operation, statement: statement as RowsStatement<unknown>, rows })
+        if (current !== null && current.pool === pool) {
+          current.atCommit.push({ operation, statement: statement as RowsStatement<unknown>, rows })
           return Effect.void
         }
         return Effect.asVoid(run(operation, (sql) => statement(sql, rows)))
@@ -183,7 +184,7 @@ export const makePgClient = (options: PgClientOptions): Effect.Effect<PgClientSe
       const begun = connection`BEGIN`.execute()
       begun.catch(() => undefined)
       const atCommit: Array<DeferredWrite> = []
-      const result = yield* Effect.locally(effect, currentTransaction, Option.some({ pool, connection, atCommit }))
+      const result = yield* Effect.locally(effect, currentTransaction, { pool, connection, atCommit })
       yield* Effect.tryPromise({ try: () => begun, catch: unavailable("transaction.begin") })
       yield* commit(connection, atCommit)
       return result
@@ -191,7 +192,7 @@ export const makePgClient = (options: PgClientOptions): Effect.Effect<PgClientSe
 
     const transactionally = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | StoreUnavailable, R> =>
       Effect.flatMap(FiberRef.get(currentTransaction), (current) =>
-        Option.isSome(current) && current.value.pool === pool
+        current !== null && current.pool === pool
           ? effect
           : Effect.acquireUseRelease(
               Effect.tryPromise({ try: () => pool.reserve(), catch: unavailable("transaction.begin") }),
@@ -316,12 +317,16 @@ export const makePgClient = (options: PgClientOptions): Effect.Effect<PgClientSe
 
     function* runInGroup<A, E, R>(
       restore: <AX, EX, RX>(effect: Effect.Effect<AX, EX, RX>) => Effect.Effect<AX, EX, RX>,
-      effect: Effect.Effect<A, E, R>
+      effect: Effect.Effect<A, E, R>,
+      outer: CurrentTransaction | null
     ) {
       const group = join()
       const atCommit: Array<DeferredWrite> = []
+      // What `Effect.locally` does, without its acquire-release: this region is uninterruptible
+      // and the exit is caught, so the outer value is always put back.
       const exit = yield* Effect.exit(restore(Effect.flatMap(begunConnection(group), (connection) =>
-        Effect.locally(effect, currentTransaction, Option.some({ pool, connection, atCommit })))))
+        Effect.zipRight(FiberRef.set(currentTransaction, { pool, connection, atCommit }), effect))))
+      yield* FiberRef.set(currentTransaction, outer)
       leave(group, Exit.isSuccess(exit) ? atCommit : undefined)
       const value = yield* exit
       // Interrupted while it waits, the member is gone but its writes still commit with the group.
@@ -331,9 +336,9 @@ export const makePgClient = (options: PgClientOptions): Effect.Effect<PgClientSe
 
     const groupTransactionally = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | StoreUnavailable, R> =>
       Effect.flatMap(FiberRef.get(currentTransaction), (current) =>
-        Option.isSome(current) && current.value.pool === pool
+        current !== null && current.pool === pool
           ? effect
-          : Effect.uninterruptibleMask((restore) => Effect.gen(() => runInGroup(restore, effect)))
+          : Effect.uninterruptibleMask((restore) => Effect.gen(() => runInGroup(restore, effect, current)))
       )
 
     return { pool, run, appendAtCommit, transactionally, groupTransactionally }

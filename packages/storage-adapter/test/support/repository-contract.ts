@@ -1223,6 +1223,15 @@ export const repositoryContract = (factory: TestDatabaseFactory) => {
         // And the next group is unaffected.
         const after = yield* event("enc_after")
         expect((yield* reader(after)).visible).toBe(1)
+
+        // Once its unit has ended, committed or failed, the fiber is outside any transaction
+        // again: an event recorded after it is written at once, not kept for a COMMIT that is over.
+        for (const unit of [transactionId, Effect.zipRight(transactionId, Effect.fail(failure))]) {
+          yield* Effect.exit(unitOfWork.transactionally(unit))
+          const loose = yield* event(`enc_loose_${unique("after")}`)
+          yield* recorder.record([loose])
+          expect(yield* countRows("disclosure_events", "event_id", [loose.eventId])).toBe(1)
+        }
       })
     )
 
