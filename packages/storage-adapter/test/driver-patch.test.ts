@@ -1,12 +1,14 @@
 import { execFileSync } from "node:child_process"
+import { Socket } from "node:net"
 import { fileURLToPath } from "node:url"
 import postgres from "postgres"
 import { afterAll, describe, expect, it } from "vitest"
 
 /**
- * What `patches/postgres@3.4.9.patch` changes in a query (patches/README.md): `resolve` and
- * `reject` are methods of postgres.js's `Query`, not arrow functions made on each instance,
- * which kept every query and its rows alive until a full collection.
+ * What `patches/postgres@3.4.9.patch` changes (patches/README.md): `resolve` and `reject` are
+ * methods of postgres.js's `Query`, not arrow functions made on each instance, which kept every
+ * query and its rows alive until a full collection; and the messages of one tick leave
+ * together, up to 64 KB.
  */
 const databaseUrl = process.env["DATABASE_URL"]
 
@@ -30,6 +32,33 @@ if (databaseUrl === undefined || databaseUrl === "") {
       const failing = sql`SELECT 1 / 0`
       await expect(failing).rejects.toMatchObject({ code: "22012" })
       expect((failing as unknown as { active: boolean }).active).toBe(false)
+    })
+
+    it("the messages of queries started in one tick leave in one write, one of several KB included, and each query gets its own answer", async () => {
+      const reserved = await sql.reserve()
+      const large = "x".repeat(8_000)
+      const sizeOf = (text: string) => reserved<Array<{ size: number }>>`SELECT length(${text}::text)::int AS size`
+      const two = () => reserved<Array<{ two: number }>>`SELECT 2 AS two`
+      const writes: Array<number> = []
+      const write = Socket.prototype.write
+      try {
+        // Prepared first: a statement's first run waits for its description before it binds.
+        await sizeOf(large)
+        await two()
+        Socket.prototype.write = function(this: Socket, ...args: Parameters<Socket["write"]>) {
+          const [chunk] = args
+          writes.push(typeof chunk === "string" ? Buffer.byteLength(chunk) : chunk.byteLength)
+          return write.apply(this, args)
+        } as Socket["write"]
+        const answers = await Promise.all([sizeOf(large).execute(), two().execute()])
+        Socket.prototype.write = write
+        expect(answers.map((rows) => [...rows])).toEqual([[{ size: 8_000 }], [{ two: 2 }]])
+        expect(writes).toHaveLength(1)
+        expect(writes[0]).toBeGreaterThan(8_000)
+      } finally {
+        Socket.prototype.write = write
+        reserved.release()
+      }
     })
 
     it("a finished query and its rows are not kept: the old generation grows by less than 200 bytes per query", () => {
