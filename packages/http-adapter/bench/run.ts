@@ -1,6 +1,7 @@
 /**
  * `pnpm bench`: the service (its real composition, `src/main.ts`: ServiceLive from the
- * environment, bundled and run as `pnpm start` runs it) and the floor server (floor-server.ts), each in its own process on the same
+ * environment, bundled and run as `pnpm start` runs it) and the floor server (floor-server.ts,
+ * bundled the same way, on plain Node with V8's defaults), each in its own process on the same
  * PostgreSQL database, driven in turn by autocannon on loopback, route by route. Each route is
  * measured in rounds that alternate which server goes first (service then floor, floor then
  * service, ...), so that a passing disturbance of the machine (a checkpoint, a cold cache) falls
@@ -12,7 +13,7 @@
  * A fresh full-access key of org_gen_001 is issued for each run.
  *
  * Settings: BENCH_CONNECTIONS (8), BENCH_DURATION seconds per route and server (12),
- * BENCH_ROUNDS (4, the duration split evenly between them), BENCH_WARMUP seconds (2, per route
+ * BENCH_ROUNDS (8, the duration split evenly between them), BENCH_WARMUP seconds (2, per route
  * and server, before the route's first round), BENCH_INITIAL_WARMUP seconds (4, per route and
  * server, every route once before the first is measured: a fresh process's JIT compiler is still
  * at work on its code for tens of seconds), DATABASE_POOL_MAX (10, both servers), BENCH_SERVICE_PORT (18080),
@@ -64,7 +65,9 @@ const number = (name: string, fallback: number) => {
 const databaseUrl = process.env["DATABASE_URL"] || "postgres://postgres@127.0.0.1:5432/clinical_bench"
 const connections = number("BENCH_CONNECTIONS", 8)
 const duration = number("BENCH_DURATION", 12)
-const rounds = Math.max(1, Math.floor(number("BENCH_ROUNDS", 4)))
+// Eight rounds of 1.5 s, not four of 3 s: the machines here slow down for a few seconds at a
+// time, and shorter turns spread such a spell over both servers (README, "Benchmark").
+const rounds = Math.max(1, Math.floor(number("BENCH_ROUNDS", 8)))
 const warmup = number("BENCH_WARMUP", 2)
 const initialWarmup = number("BENCH_INITIAL_WARMUP", 4)
 const poolMax = number("DATABASE_POOL_MAX", 10)
@@ -423,8 +426,12 @@ const main = async () => {
     HOST: "127.0.0.1"
   }
   const profileDir = process.env["BENCH_CPU_PROFILE_DIR"]
-  // What `pnpm start` runs: the bundle of src/main.ts (scripts/build-service.mjs).
-  execFileSync(process.execPath, [resolve(root, "packages/http-adapter/scripts/build-service.mjs")], { stdio: "inherit" })
+  // What `pnpm start` runs: the bundle of src/main.ts (scripts/build-service.mjs). The floor is
+  // bundled the same way and runs on plain Node too: under the tsx loader it served 1 to 7%
+  // fewer requests per second than its own bundle (README, "Benchmark").
+  const build = resolve(root, "packages/http-adapter/scripts/build-service.mjs")
+  execFileSync(process.execPath, [build], { stdio: "inherit" })
+  execFileSync(process.execPath, [build, "bench/floor-server.ts", "dist/floor.mjs"], { stdio: "inherit" })
   const service = startProcess(
     "service",
     "packages/http-adapter/dist/main.mjs",
@@ -434,7 +441,7 @@ const main = async () => {
       ...(profileDir === undefined || profileDir === "" ? [] : ["--cpu-prof", `--cpu-prof-dir=${resolve(profileDir)}`])
     ]
   )
-  const floor = startProcess("floor", "packages/http-adapter/bench/floor-server.ts", { ...shared, PORT: String(floorPort) })
+  const floor = startProcess("floor", "packages/http-adapter/dist/floor.mjs", { ...shared, PORT: String(floorPort) })
   const results: Array<Record<string, unknown>> = []
   let peakRssMb = 0
   try {

@@ -8,6 +8,7 @@
  * that package, where the bundle's own folder could not find them. So the bundle is built on
  * the machine that runs it, at every start (about half a second), and never committed.
  */
+import { argv } from "node:process"
 import { dirname, resolve } from "node:path"
 import { fileURLToPath } from "node:url"
 import * as esbuild from "esbuild"
@@ -35,9 +36,12 @@ const externalDependencies = {
   }
 }
 
+// `pnpm bench` builds its floor server the same way: `build-service.mjs bench/floor-server.ts dist/floor.mjs`.
+const [entry = "src/main.ts", outfile = "dist/main.mjs"] = argv.slice(2)
+
 await esbuild.build({
-  entryPoints: [resolve(packageRoot, "src/main.ts")],
-  outfile: resolve(packageRoot, "dist/main.mjs"),
+  entryPoints: [resolve(packageRoot, entry)],
+  outfile: resolve(packageRoot, outfile),
   bundle: true,
   platform: "node",
   format: "esm",
