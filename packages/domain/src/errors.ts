@@ -1,4 +1,4 @@
-import { Schema } from "effect"
+import { Effect, Either, Schema } from "effect"
 
 /**
  * The reason-code catalogue: contract section 7 plus decisions.md. This table is the only
@@ -119,6 +119,17 @@ export class PublicApiError extends Schema.TaggedError<PublicApiError>()("Public
       field: this.field
     }
   }
+}
+
+/**
+ * The value a check passed, or its refusal as the failure: `yield* orRefuse(check)` in a use
+ * case's generator. Delegating to this generator costs the Effect runtime nothing when the
+ * check passes, where yielding the `Either` itself is an operation of the fiber's run loop:
+ * the request path runs about a dozen checks (README, "Performance").
+ */
+export function* orRefuse<A>(check: Either.Either<A, PublicApiError>) {
+  if (Either.isLeft(check)) return yield* Effect.fail(check.left)
+  return check.right
 }
 
 /** `field` as decisions.md says: the key after percent-decoding, cut to 64 characters, non-printable-ASCII as `?`. */

@@ -1,7 +1,7 @@
-import { Clock, Context, Effect, type Either, FiberRef, Layer, Option, Schema } from "effect"
+import { Clock, Context, Effect, FiberRef, Layer, Option, Schema } from "effect"
 import { AccessPolicy, type Caller } from "./access/access-policy.js"
 import { PublicApiConfig } from "./config.js"
-import { PublicApiError } from "./errors.js"
+import { orRefuse, PublicApiError } from "./errors.js"
 import { DisclosureEventId, DocumentId, EncounterId, type PatientId, type RequestId } from "./ids.js"
 import { parseListQuery, type QueryPairs, rejectQueryKeys } from "./list-query.js"
 import {
@@ -94,8 +94,6 @@ export class PublicApi extends Context.Tag("@clinical-api/domain/PublicApi")<
   }
 >() {}
 
-const fromEither = <A>(either: Either.Either<A, PublicApiError>): Effect.Effect<A, PublicApiError> => either
-
 const storeUnavailable = (cause: StoreUnavailable): PublicApiError =>
   new PublicApiError({ reasonCode: "digest_key_unavailable", field: null, detail: `store unavailable during ${cause.operation}` })
 
@@ -125,20 +123,24 @@ export const PublicApiLive = Layer.effect(
     const ids = yield* IdGenerator
     const config = yield* PublicApiConfig
 
-    const authorize = Effect.fnUntraced(function*(request: PublicRequest, operation: OperationId) {
+    // The steps below that every use case shares are plain generator functions: a use case
+    // delegates to them with `yield*`, which the Effect runtime never sees, where an
+    // `Effect.fnUntraced` call is three operations of the fiber's run loop (README, "Performance").
+
+    function* authorize(request: PublicRequest, operation: OperationId) {
       const caller = yield* accessPolicy.authorize(request.authorization, operation)
       yield* FiberRef.set(currentCaller, caller)
       return caller
-    })
+    }
 
     /** Authorization, then the query rules of a route that takes no query. */
-    const admit = Effect.fnUntraced(function*(request: PublicRequest, operation: OperationId) {
+    function* admit(request: PublicRequest, operation: OperationId) {
       const caller = yield* authorize(request, operation)
-      yield* fromEither(rejectQueryKeys(request.query))
-      return { caller }
-    })
+      yield* orRefuse(rejectQueryKeys(request.query))
+      return caller
+    }
 
-    const disclosureEvent = Effect.fnUntraced(function*(
+    function* disclosureEvent(
       caller: Caller,
       request: PublicRequest,
       operation: OperationId,
@@ -158,7 +160,7 @@ export const PublicApiLive = Layer.effect(
         requestId: request.requestId
       }
       return event
-    })
+    }
 
     const record = (events: ReadonlyArray<DisclosureEvent>) =>
       events.length === 0 ? Effect.void : disclosures.record(events)
@@ -169,27 +171,20 @@ export const PublicApiLive = Layer.effect(
         Effect.catchTags({ StoreUnavailable: (cause) => Effect.fail(storeUnavailable(cause)), AudioStorageUnavailable: (cause) => Effect.fail(audioStorageUnavailable(cause)) })
       )
 
-    const findAccessibleEncounter = Effect.fnUntraced(function*(
-      caller: Caller,
-      rawEncounterId: string
-    ) {
-      const encounter = yield* Option.match(decodeEncounterId(rawEncounterId), {
-        onNone: () => Effect.succeed(Option.none<StoredEncounter>()),
-        onSome: repository.findEncounter
-      })
-      return yield* fromEither(checkEncounterAccess(caller.organizationId, encounter))
-    })
+    function* findAccessibleEncounter(caller: Caller, rawEncounterId: string) {
+      const encounterId = decodeEncounterId(rawEncounterId)
+      const encounter = Option.isNone(encounterId)
+        ? Option.none<StoredEncounter>()
+        : yield* repository.findEncounter(encounterId.value)
+      return yield* orRefuse(checkEncounterAccess(caller.organizationId, encounter))
+    }
 
     /**
      * A document route's encounter and document (and, when asked, its transcript), read in one
      * go, then checked in the contract's order: what a refusal answers is what reading them one
      * after the other would answer. Nothing read is disclosed before every check has passed.
      */
-    const findAccessibleDocument = Effect.fnUntraced(function*(
-      caller: Caller,
-      path: DocumentPath,
-      withFinalTranscript: boolean
-    ) {
+    function* findAccessibleDocument(caller: Caller, path: DocumentPath, withFinalTranscript: boolean) {
       const encounterId = decodeEncounterId(path.encounterId)
       const documentId = decodeDocumentId(path.documentId)
       const found: EncounterAndDocument = Option.isNone(encounterId)
@@ -197,10 +192,10 @@ export const PublicApiLive = Layer.effect(
         : Option.isNone(documentId)
         ? { ...nothingFound, encounter: yield* repository.findEncounter(encounterId.value) }
         : yield* repository.findEncounterAndDocument(encounterId.value, documentId.value, { withFinalTranscript })
-      const encounter = yield* fromEither(checkEncounterAccess(caller.organizationId, found.encounter))
-      const document = yield* fromEither(checkDocumentInEncounter(encounter, found.document))
+      const encounter = yield* orRefuse(checkEncounterAccess(caller.organizationId, found.encounter))
+      const document = yield* orRefuse(checkDocumentInEncounter(encounter, found.document))
       return { encounter, document, finalTranscript: found.finalTranscript }
-    })
+    }
 
     const patientIdOf = (encounter: StoredEncounterHead) => encounter.patient?.patient_id ?? null
 
@@ -215,19 +210,21 @@ export const PublicApiLive = Layer.effect(
       const operation = "listPublicEncounters"
       const page = yield* repository.listForOrganization(caller.organizationId, listQuery)
       const listedAt = new Date(yield* Clock.currentTimeMillis)
-      const events = yield* Effect.forEach(page.items, (encounter) =>
-        disclosureEvent(caller, request, operation, {
+      const events: Array<DisclosureEvent> = []
+      for (const encounter of page.items) {
+        events.push(yield* disclosureEvent(caller, request, operation, {
           encounterId: encounter.encounterId,
           documentId: null,
           patientId: patientIdOf(encounter)
         }, listedAt))
+      }
       yield* record(events)
       return presentListResponse(page, listQuery)
     })
 
     const listPublicEncounters = Effect.fnUntraced(function*(request: PublicRequest) {
       const caller = yield* authorize(request, "listPublicEncounters")
-      const listQuery = yield* fromEither(parseListQuery(request.query))
+      const listQuery = yield* orRefuse(parseListQuery(request.query))
       return yield* readAndRecord(readPage(caller, request, listQuery))
     })
 
@@ -248,32 +245,31 @@ export const PublicApiLive = Layer.effect(
       request: PublicRequest,
       path: EncounterPath
     ) {
-      const { caller } = yield* admit(request, "getPublicEncounter")
+      const caller = yield* admit(request, "getPublicEncounter")
       return yield* readAndRecord(readEncounter(caller, request, path))
     })
 
     /** The disclosure of one document, recorded in the read's unit of work. */
-    const recordDocumentDisclosure = (
+    function* recordDocumentDisclosure(
       caller: Caller,
       request: PublicRequest,
       operation: OperationId,
       encounter: StoredEncounterHead,
       document: { readonly documentId: DocumentId }
-    ) =>
-      Effect.flatMap(
-        disclosureEvent(caller, request, operation, {
-          encounterId: encounter.encounterId,
-          documentId: document.documentId,
-          patientId: patientIdOf(encounter)
-        }),
-        (event) => record([event])
-      )
+    ) {
+      const event = yield* disclosureEvent(caller, request, operation, {
+        encounterId: encounter.encounterId,
+        documentId: document.documentId,
+        patientId: patientIdOf(encounter)
+      })
+      yield* record([event])
+    }
 
     const readDocument = Effect.fnUntraced(function*(caller: Caller, request: PublicRequest, path: DocumentPath) {
       const operation = "getPublicDocument"
       const found = yield* findAccessibleDocument(caller, path, false)
       const { encounter } = found
-      const document = yield* fromEither(checkDocumentDetailTarget(found.document))
+      const document = yield* orRefuse(checkDocumentDetailTarget(found.document))
       yield* recordDocumentDisclosure(caller, request, operation, encounter, document)
       return presentDocumentDetailResponse(document)
     })
@@ -282,15 +278,15 @@ export const PublicApiLive = Layer.effect(
       request: PublicRequest,
       path: DocumentPath
     ) {
-      const { caller } = yield* admit(request, "getPublicDocument")
+      const caller = yield* admit(request, "getPublicDocument")
       return yield* readAndRecord(readDocument(caller, request, path))
     })
 
     const readTranscript = Effect.fnUntraced(function*(caller: Caller, request: PublicRequest, path: DocumentPath) {
       const operation = "getPublicDocumentTranscript"
       const { document, encounter, finalTranscript } = yield* findAccessibleDocument(caller, path, true)
-      yield* fromEither(checkTranscriptTarget(document))
-      const transcript = yield* fromEither(checkFinalTranscript(finalTranscript))
+      yield* orRefuse(checkTranscriptTarget(document))
+      const transcript = yield* orRefuse(checkFinalTranscript(finalTranscript))
       yield* recordDocumentDisclosure(caller, request, operation, encounter, document)
       return presentTranscriptResponse(document, transcript)
     })
@@ -299,15 +295,15 @@ export const PublicApiLive = Layer.effect(
       request: PublicRequest,
       path: DocumentPath
     ) {
-      const { caller } = yield* admit(request, "getPublicDocumentTranscript")
+      const caller = yield* admit(request, "getPublicDocumentTranscript")
       return yield* readAndRecord(readTranscript(caller, request, path))
     })
 
     const readAudioUrl = Effect.fnUntraced(function*(caller: Caller, request: PublicRequest, path: DocumentPath) {
       const operation = "getPublicDocumentAudio"
       const { document, encounter } = yield* findAccessibleDocument(caller, path, false)
-      const recording = yield* fromEither(checkAudioTarget(document))
-      yield* fromEither(checkAudioObjectExists(yield* audioStorage.exists(recording)))
+      const recording = yield* orRefuse(checkAudioTarget(document))
+      yield* orRefuse(checkAudioObjectExists(yield* audioStorage.exists(recording)))
       const signed = yield* audioStorage.signUrl(recording, config.audioUrlTtlSeconds)
       yield* recordDocumentDisclosure(caller, request, operation, encounter, document)
       return presentAudioResponse(signed)
@@ -317,7 +313,7 @@ export const PublicApiLive = Layer.effect(
       request: PublicRequest,
       path: DocumentPath
     ) {
-      const { caller } = yield* admit(request, "getPublicDocumentAudio")
+      const caller = yield* admit(request, "getPublicDocumentAudio")
       return yield* readAndRecord(readAudioUrl(caller, request, path))
     })
 

@@ -1,6 +1,6 @@
 import { Clock, Context, Effect, Either, Layer, Option } from "effect"
 import { PublicApiConfig, type PublicApiEnvironment } from "../config.js"
-import { PublicApiError } from "../errors.js"
+import { orRefuse, PublicApiError } from "../errors.js"
 import type { ApiKeyId, OrganizationId } from "../ids.js"
 import { ApiKeyStore, OrganizationStore, type StoreUnavailable } from "../ports.js"
 import type { ApiKeyRecord, OrganizationRecord } from "../records.js"
@@ -156,26 +156,24 @@ export const AccessPolicyLive: Layer.Layer<AccessPolicy, never, ApiKeyStore | Or
         authorization: string | undefined,
         operation: OperationId
       ) {
-        const token = yield* readBearerToken(authorization)
-        const parsed = yield* screenToken(token, config)
-        const digestKey = yield* Option.match(config.apiKeyDigestKey, {
-          onNone: () =>
-            Effect.fail(
-              new PublicApiError({ reasonCode: "digest_key_unavailable", field: null, detail: "no API-key digest key is configured" })
-            ),
-          onSome: Effect.succeed
-        })
+        const token = yield* orRefuse(readBearerToken(authorization))
+        const parsed = yield* orRefuse(screenToken(token, config))
+        if (Option.isNone(config.apiKeyDigestKey)) {
+          return yield* Effect.fail(
+            new PublicApiError({ reasonCode: "digest_key_unavailable", field: null, detail: "no API-key digest key is configured" })
+          )
+        }
         const keyRecord = yield* keys
-          .findByDigest(computeApiKeyDigest(digestKey, parsed.token))
+          .findByDigest(computeApiKeyDigest(config.apiKeyDigestKey.value, parsed.token))
           .pipe(Effect.mapError(storeUnavailable(parsed.token)))
         const now = new Date(yield* Clock.currentTimeMillis)
-        const key = yield* evaluateKeyRecord(keyRecord, now)
+        const key = yield* orRefuse(evaluateKeyRecord(keyRecord, now))
         // Checked before the lookup too, so a key that is refused anyway costs no organization read.
-        const organizationId = yield* requireOrganizationScope(key)
+        const organizationId = yield* orRefuse(requireOrganizationScope(key))
         const organization = yield* organizations
           .findById(organizationId)
           .pipe(Effect.mapError(storeUnavailable(parsed.token)))
-        return yield* authorizeOrganization(key, organization, operation)
+        return yield* orRefuse(authorizeOrganization(key, organization, operation))
       })
 
       return AccessPolicy.of({ authorize })
