@@ -1,11 +1,12 @@
 /**
  * `pnpm bench`: the service (its real composition, `src/main.ts`: ServiceLive from the
  * environment, bundled and run as `pnpm start` runs it) and the floor server (floor-server.ts,
- * bundled the same way, on plain Node with V8's defaults), each in its own process on the same
+ * bundled the same way, on plain Node with V8's defaults), two processes of each on the same
  * PostgreSQL database, driven in turn by autocannon on loopback, route by route. Each route is
- * measured in rounds that alternate which server goes first (service then floor, floor then
- * service, ...), so that a passing disturbance of the machine (a checkpoint, a cold cache) falls
- * on both servers alike; the figures of a server are over all its rounds together.
+ * measured in rounds; in every round each process is driven once, a service process and a floor
+ * process in pairs whose order alternates (service then floor, floor then service, ...), so that
+ * a passing disturbance of the machine (a checkpoint, a cold cache) falls on both servers alike;
+ * the figures of a server are over all its rounds and processes together.
  *
  * The database (DATABASE_URL, default postgres://postgres@127.0.0.1:5432/clinical_bench) is
  * created if missing, migrated, and loaded with the generated data set if it holds none yet
@@ -13,11 +14,12 @@
  * A fresh full-access key of org_gen_001 is issued for each run.
  *
  * Settings: BENCH_CONNECTIONS (8), BENCH_DURATION seconds per route and server (12),
- * BENCH_ROUNDS (8, the duration split evenly between them), BENCH_WARMUP seconds (2, per route
+ * BENCH_PROCESSES (2 of each server: fresh processes of one build differ in speed),
+ * BENCH_ROUNDS (4, the duration split evenly between them and the processes), BENCH_WARMUP seconds (2, per route
  * and server, before the route's first round), BENCH_INITIAL_WARMUP seconds (4, per route and
  * server, every route once before the first is measured: a fresh process's JIT compiler is still
  * at work on its code for tens of seconds), DATABASE_POOL_MAX (10, both servers), BENCH_SERVICE_PORT (18080),
- * BENCH_FLOOR_PORT (18081), BENCH_ROUTES (comma-separated route keys, default all; a partial
+ * BENCH_FLOOR_PORT (18081; a server's k-th process listens on its port plus 2k), BENCH_ROUTES (comma-separated route keys, default all; a partial
  * run only prints its figures),
  * BENCH_CPU_PROFILE_DIR (the service writes a V8 CPU profile there when it stops).
  * Writes bench/results.json and the results and query plans into README.md's Performance section.
@@ -67,17 +69,19 @@ const connections = number("BENCH_CONNECTIONS", 8)
 const duration = number("BENCH_DURATION", 12)
 // Eight rounds of 1.5 s, not four of 3 s: the machines here slow down for a few seconds at a
 // time, and shorter turns spread such a spell over both servers (README, "Benchmark").
-const rounds = Math.max(1, Math.floor(number("BENCH_ROUNDS", 8)))
+const rounds = Math.max(1, Math.floor(number("BENCH_ROUNDS", 4)))
 const warmup = number("BENCH_WARMUP", 2)
 const initialWarmup = number("BENCH_INITIAL_WARMUP", 4)
 const poolMax = number("DATABASE_POOL_MAX", 10)
 const encounterCount = number("BENCH_ENCOUNTERS", defaultGenerateOptions.encounters)
 const servicePort = number("BENCH_SERVICE_PORT", 18080)
 const floorPort = number("BENCH_FLOOR_PORT", 18081)
+const processCount = Math.max(1, Math.floor(number("BENCH_PROCESSES", 2)))
 const digestKey = "bench-digest-key-not-for-production"
 const mediaSigningKey = "bench-media-signing-key"
 const serviceBase = `http://127.0.0.1:${servicePort}`
-const floorBase = `http://127.0.0.1:${floorPort}`
+/** The k-th process of a server listens on its port plus 2k (the service's and the floor's interleave). */
+const processBase = (port: number, k: number) => `http://127.0.0.1:${port + 2 * k}`
 const bigOrganization = generatedOrganizationId(1)
 
 const log = (line: string) => process.stderr.write(`${line}\n`)
@@ -256,18 +260,18 @@ const comparable = (body: unknown): unknown =>
     ? { ...body, audio_url: String(body.audio_url).replace(/\/media\/.*$/, "/media/…"), expires_at: "…" }
     : body
 
-const checkSameAnswers = async (routes: ReadonlyArray<BenchRoute>, token: string) => {
+const checkSameAnswers = async (routes: ReadonlyArray<BenchRoute>, token: string, serviceAt: string, floorAt: string) => {
   for (const route of routes) {
     const path = route.paths[0]
     if (path === undefined) throw new Error(`no sample for ${route.label}`)
-    const service = await get(serviceBase, path, token)
-    const floor = await get(floorBase, path, token)
+    const service = await get(serviceAt, path, token)
+    const floor = await get(floorAt, path, token)
     if (service.status !== 200) throw new Error(`service answered ${service.status} on ${path}: ${JSON.stringify(service.body)}`)
     if (!isDeepStrictEqual(comparable(service.body), comparable(floor.body))) {
       throw new Error(`the floor's answer differs from the service's on ${path}:\n${JSON.stringify(service.body).slice(0, 800)}\n${JSON.stringify(floor.body).slice(0, 800)}`)
     }
   }
-  log("the floor answers exactly as the service does on every route")
+  log(`the floor at ${floorAt} answers exactly as the service at ${serviceAt} does on every route`)
 }
 
 interface Figures {
@@ -432,47 +436,62 @@ const main = async () => {
   const build = resolve(root, "packages/http-adapter/scripts/build-service.mjs")
   execFileSync(process.execPath, [build], { stdio: "inherit" })
   execFileSync(process.execPath, [build, "bench/floor-server.ts", "dist/floor.mjs"], { stdio: "inherit" })
-  const service = startProcess(
-    "service",
-    "packages/http-adapter/dist/main.mjs",
-    { ...shared, PORT: String(servicePort) },
-    [
-      ...startScriptNodeFlags(),
-      ...(profileDir === undefined || profileDir === "" ? [] : ["--cpu-prof", `--cpu-prof-dir=${resolve(profileDir)}`])
-    ]
-  )
-  const floor = startProcess("floor", "packages/http-adapter/dist/floor.mjs", { ...shared, PORT: String(floorPort) })
+  // Several processes of each server, measured in turn within every round: fresh processes of
+  // one build differ by up to a third in CPU per request on these machines, and a process
+  // keeps its speed for life (README, "Benchmark"), so one process per server makes the ratio
+  // a draw of two processes.
+  const services = Array.from({ length: processCount }, (_, k) =>
+    startProcess(
+      `service ${k + 1}`,
+      "packages/http-adapter/dist/main.mjs",
+      { ...shared, PORT: String(servicePort + 2 * k) },
+      [
+        ...startScriptNodeFlags(),
+        ...(profileDir === undefined || profileDir === "" ? [] : ["--cpu-prof", `--cpu-prof-dir=${resolve(profileDir)}`])
+      ]
+    ))
+  const floors = Array.from({ length: processCount }, (_, k) =>
+    startProcess(`floor ${k + 1}`, "packages/http-adapter/dist/floor.mjs", { ...shared, PORT: String(floorPort + 2 * k) }))
   const results: Array<Record<string, unknown>> = []
   let peakRssMb = 0
+  const servicePids = services.flatMap((child) => child.pid === undefined ? [] : [child.pid])
   try {
-    await waitUntilUp(`${serviceBase}/external/v1/encounters?limit=1`, token)
-    await waitUntilUp(`${floorBase}/external/v1/encounters?limit=1`, token)
-    await checkSameAnswers(routes, token)
+    for (let k = 0; k < processCount; k++) {
+      await waitUntilUp(`${processBase(servicePort, k)}/external/v1/encounters?limit=1`, token)
+      await waitUntilUp(`${processBase(floorPort, k)}/external/v1/encounters?limit=1`, token)
+      await checkSameAnswers(routes, token, processBase(servicePort, k), processBase(floorPort, k))
+    }
     const sampler = setInterval(() => {
-      if (service.pid !== undefined) peakRssMb = Math.max(peakRssMb, memoryOf(service.pid).rssMb)
+      for (const pid of servicePids) peakRssMb = Math.max(peakRssMb, memoryOf(pid).rssMb)
     }, 200)
     try {
-      const servers = [["service", serviceBase, service.pid], ["floor", floorBase, floor.pid]] as const
+      // In each round every process of both servers, pair by pair, the pair's order alternating.
+      const servers = Array.from({ length: processCount }, (_, k) => [
+        ["service", processBase(servicePort, k), services[k]?.pid],
+        ["floor", processBase(floorPort, k), floors[k]?.pid]
+      ] as const)
+      const inRound = (round: number) =>
+        servers.flatMap((pair, k) => (round + k) % 2 === 0 ? pair : [...pair].reverse())
       if (initialWarmup > 0) {
-        for (const route of routes) for (const [, base] of servers) await drive(base, route, token, initialWarmup)
+        for (const route of routes) for (const [, base] of inRound(0)) await drive(base, route, token, initialWarmup)
       }
       for (const route of routes) {
-        const totals = new Map(servers.map(([name]) => [name, {
+        const totals = new Map(["service", "floor"].map((name) => [name, {
           requests: 0, non2xx: 0, errors: 0, seconds: 0, serverCpu: 0, postgresCpu: 0, latencies: new Array<number>()
         }]))
-        if (warmup > 0) for (const [, base] of servers) await drive(base, route, token, warmup)
+        if (warmup > 0) for (const [, base] of inRound(0)) await drive(base, route, token, warmup)
         for (let round = 0; round < rounds; round++) {
-          for (const [name, base, pid] of round % 2 === 0 ? servers : [...servers].reverse()) {
+          for (const [name, base, pid] of inRound(round)) {
             const total = totals.get(name)!
             const serverCpuBefore = pid === undefined ? 0 : cpuSecondsOf(pid)
             const postgresCpuBefore = postgresCpuSeconds()
-            const measured = await drive(base, route, token, duration / rounds)
+            const measured = await drive(base, route, token, duration / rounds / processCount)
             total.serverCpu += pid === undefined ? 0 : cpuSecondsOf(pid) - serverCpuBefore
             total.postgresCpu += postgresCpuSeconds() - postgresCpuBefore
             total.requests += measured.requests
             total.non2xx += measured.non2xx
             total.errors += measured.errors
-            total.seconds += duration / rounds
+            total.seconds += duration / rounds / processCount
             for (const latency of measured.latencies) total.latencies.push(latency)
           }
         }
@@ -510,10 +529,9 @@ const main = async () => {
     } finally {
       clearInterval(sampler)
     }
-    if (service.pid !== undefined) peakRssMb = Math.max(peakRssMb, memoryOf(service.pid).peakMb)
+    for (const pid of servicePids) peakRssMb = Math.max(peakRssMb, memoryOf(pid).peakMb)
   } finally {
-    service.kill("SIGTERM")
-    floor.kill("SIGTERM")
+    for (const child of [...services, ...floors]) child.kill("SIGTERM")
   }
   log(`service peak RSS: ${peakRssMb.toFixed(0)} MB`)
 
@@ -535,7 +553,7 @@ const main = async () => {
     at: new Date().toISOString(),
     machine: { cpus: cpus().length, cpuModel: cpus()[0]?.model ?? "unknown", node: process.version, postgres: version?.server_version },
     data: samples.counts,
-    settings: { connections, durationSeconds: duration, rounds, warmupSeconds: warmup, initialWarmupSeconds: initialWarmup, poolMax },
+    settings: { connections, durationSeconds: duration, processes: processCount, rounds, warmupSeconds: warmup, initialWarmupSeconds: initialWarmup, poolMax },
     routes: results,
     serviceRss: { peakMb: round(peakRssMb) },
     targets
@@ -550,7 +568,8 @@ const main = async () => {
     `Measured ${report.at.slice(0, 10)} on ${report.machine.cpus} × ${report.machine.cpuModel}, Node ${report.machine.node}, ` +
       `PostgreSQL ${report.machine.postgres}; ${samples.counts["encounters"]} encounters ` +
       `(${samples.counts["big_organization_encounters"]} in ${bigOrganization}, the one measured), ` +
-      `${connections} connections, ${duration} s per route and server in ${rounds} alternating rounds after ${warmup} s of warm-up ` +
+      `${connections} connections, ${duration} s per route and server over ${processCount} processes of each in ${rounds} rounds ` +
+      `(each process driven once a round, a service and a floor process in pairs of alternating order) after ${warmup} s of warm-up per process ` +
       `(and ${initialWarmup} s of every route on each server before the first), pool ${poolMax}.`,
     "",
     "| Route | Service req/s | p50 ms | p99 ms | Floor req/s | p50 ms | p99 ms | Service / floor | CPU ms per request: service + PostgreSQL | floor + PostgreSQL |",
