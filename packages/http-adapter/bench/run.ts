@@ -67,8 +67,9 @@ const number = (name: string, fallback: number) => {
 const databaseUrl = process.env["DATABASE_URL"] || "postgres://postgres@127.0.0.1:5432/clinical_bench"
 const connections = number("BENCH_CONNECTIONS", 8)
 const duration = number("BENCH_DURATION", 12)
-// Eight rounds of 1.5 s, not four of 3 s: the machines here slow down for a few seconds at a
-// time, and shorter turns spread such a spell over both servers (README, "Benchmark").
+// Four rounds of two processes per server: eight turns of 1.5 s per server, not four of 3 s, as
+// the machines here slow down for a few seconds at a time and shorter turns spread such a spell
+// over both servers (README, "Benchmark").
 const rounds = Math.max(1, Math.floor(number("BENCH_ROUNDS", 4)))
 const warmup = number("BENCH_WARMUP", 2)
 const initialWarmup = number("BENCH_INITIAL_WARMUP", 4)
@@ -79,7 +80,6 @@ const floorPort = number("BENCH_FLOOR_PORT", 18081)
 const processCount = Math.max(1, Math.floor(number("BENCH_PROCESSES", 2)))
 const digestKey = "bench-digest-key-not-for-production"
 const mediaSigningKey = "bench-media-signing-key"
-const serviceBase = `http://127.0.0.1:${servicePort}`
 /** The k-th process of a server listens on its port plus 2k (the service's and the floor's interleave). */
 const processBase = (port: number, k: number) => `http://127.0.0.1:${port + 2 * k}`
 const bigOrganization = generatedOrganizationId(1)
@@ -426,7 +426,6 @@ const main = async () => {
     DATABASE_POOL_MAX: String(poolMax),
     API_KEY_DIGEST_KEY: digestKey,
     MEDIA_SIGNING_KEY: mediaSigningKey,
-    MEDIA_BASE_URL: serviceBase,
     HOST: "127.0.0.1"
   }
   const profileDir = process.env["BENCH_CPU_PROFILE_DIR"]
@@ -444,14 +443,19 @@ const main = async () => {
     startProcess(
       `service ${k + 1}`,
       "packages/http-adapter/dist/main.mjs",
-      { ...shared, PORT: String(servicePort + 2 * k) },
+      { ...shared, PORT: String(servicePort + 2 * k), MEDIA_BASE_URL: processBase(servicePort, k) },
       [
         ...startScriptNodeFlags(),
         ...(profileDir === undefined || profileDir === "" ? [] : ["--cpu-prof", `--cpu-prof-dir=${resolve(profileDir)}`])
       ]
     ))
   const floors = Array.from({ length: processCount }, (_, k) =>
-    startProcess(`floor ${k + 1}`, "packages/http-adapter/dist/floor.mjs", { ...shared, PORT: String(floorPort + 2 * k) }))
+    startProcess(`floor ${k + 1}`, "packages/http-adapter/dist/floor.mjs", {
+      ...shared,
+      PORT: String(floorPort + 2 * k),
+      // The audio URL names the service that serves it; each pair compares the same answer.
+      MEDIA_BASE_URL: processBase(servicePort, k)
+    }))
   const results: Array<Record<string, unknown>> = []
   let peakRssMb = 0
   const servicePids = services.flatMap((child) => child.pid === undefined ? [] : [child.pid])
