@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto"
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http"
 import {
+  type Caller,
   currentCaller,
   type OperationId,
   PublicApi,
@@ -21,7 +22,7 @@ import {
   HttpServerResponse
 } from "@effect/platform"
 import { NodeHttpServer } from "@effect/platform-node"
-import { Cause, Clock, Context, Duration, Effect, Either, type Fiber, FiberRef, Layer, Option, Runtime } from "effect"
+import { Cause, Context, Duration, Effect, Exit, type Fiber, FiberRef, Layer, Option, Runtime } from "effect"
 import { PublicApiHandlersLive } from "./handlers.js"
 import { matchMediaPath, MEDIA_ROUTE_TEMPLATE, serveMedia } from "./media.js"
 import { makeRequestMetrics, matchOperationsPath, type OperationsPath, serveOperations } from "./operations.js"
@@ -125,53 +126,18 @@ const ALLOWED_METHODS: ReadonlySet<string> = new Set(["GET", "HEAD"])
 /** The longest an API request may take before it is answered 503 (README, "Limits"). */
 export const REQUEST_DEADLINE = Duration.seconds(10)
 
-/** How `serveOperation` bounds a use case by `REQUEST_DEADLINE` (and makes it interruptible). */
-type Deadline = <A, E>(useCase: Effect.Effect<A, E>) => Effect.Effect<A, E | Cause.TimeoutException>
+/** The request deadline in milliseconds, for the fast path's timer. */
+const REQUEST_DEADLINE_MS = Duration.toMillis(REQUEST_DEADLINE)
 
 /**
  * On a fiber the platform runs: a store call that never settles (postgres.js can leave a query
  * queued for ever when its connections fail while it waits) must not hold the request, so past
  * the deadline the answer is the 503 and the stuck work is interrupted. (The server runs the
- * app uninterruptibly, so the deadline's region is made interruptible here.)
+ * app uninterruptibly, so the deadline's region is made interruptible here.) The Node fast path
+ * bounds its fiber with a timer instead (`serveOnNode`).
  */
-const deadlineByRace: Deadline = (useCase) => useCase.pipe(Effect.timeout(REQUEST_DEADLINE), Effect.interruptible)
-
-/**
- * The same bound on a fiber the Node fast path forked for this one request: a timer interrupts
- * the fiber itself, whose only interruptible region is the use case, and that interruption is
- * reported as the timeout. `Effect.timeout` races two forked fibers and interrupts the loser:
- * about 90 µs of CPU per request at eight in flight (measured), a tenth of an encounter
- * detail; a timer set and cleared costs about 1 µs. Only for such a fiber: once interrupted it
- * stays so, and its own exit is an interruption (the fast path writes the answer before it
- * ends and never reads that exit).
- */
-const deadlineByInterruption: Deadline = <A, E>(useCase: Effect.Effect<A, E>) =>
-  Effect.withFiberRuntime<A, E | Cause.TimeoutException>((fiber) => {
-    let settled = false
-    let expired = false
-    const timer = setTimeout(() => {
-      if (settled) return
-      expired = true
-      fiber.unsafeInterruptAsFork(fiber.id())
-    }, Duration.toMillis(REQUEST_DEADLINE))
-    const settle = () => {
-      settled = true
-      clearTimeout(timer)
-    }
-    // Both handlers run on the fiber's uninterruptible side, so one of them always settles.
-    return Effect.matchCauseEffect(Effect.interruptible(useCase), {
-      onFailure: (cause): Effect.Effect<never, E | Cause.TimeoutException> => {
-        settle()
-        return expired && Cause.isInterruptedOnly(cause)
-          ? Effect.fail(new Cause.TimeoutException(`exceeded ${Duration.format(REQUEST_DEADLINE)}`))
-          : Effect.failCause(cause)
-      },
-      onSuccess: (value) => {
-        settle()
-        return Effect.succeed(value)
-      }
-    })
-  })
+const deadlineByRace = <A, E>(useCase: Effect.Effect<A, E>): Effect.Effect<A, E | Cause.TimeoutException> =>
+  useCase.pipe(Effect.timeout(REQUEST_DEADLINE), Effect.interruptible)
 
 /** The use case of a matched operation, with its path parameters as the router read them. */
 const useCaseOf = (
@@ -262,13 +228,28 @@ const answered = (response: HttpServerResponse.HttpServerResponse): Outcome => (
   organizationId: null
 })
 
+/** The outcome of a use case's exit, with the organization of the caller it authorized, if any. */
+const outcomeOf = (served: Exit.Exit<unknown, unknown>, caller: Caller | null): Outcome => {
+  const organizationId = caller === null ? null : caller.organizationId
+  if (Exit.isSuccess(served)) return { reply: jsonReply(served.value), reasonCode: null, detail: null, organizationId }
+  const failure = Cause.failureOption(served.cause)
+  const error = Option.isSome(failure) && failure.value instanceof PublicApiError ? failure.value : recover(served.cause)
+  return { ...refused(error), organizationId }
+}
+
+/** How an answer started: its request id and the time, for its log line. */
+interface Begun {
+  readonly requestId: string
+  readonly startedAt: number
+}
+
 const makePublicHttpApp = (
   api: Context.Tag.Service<PublicApi>,
   inner: HttpApp.Default<unknown, HttpRouter.HttpRouter.DefaultServices>,
   sink: Context.Tag.Service<RequestLogSink>,
   media: Option.Option<Context.Tag.Service<EmbeddedAudioObjects>>,
   database: Option.Option<PgClientService>,
-  runFork: <A>(effect: Effect.Effect<A>) => Fiber.RuntimeFiber<A>
+  runFork: <A, E>(effect: Effect.Effect<A, E>) => Fiber.RuntimeFiber<A, E>
 ): PublicHttpAppService => {
   const metrics = makeRequestMetrics()
 
@@ -279,30 +260,11 @@ const makePublicHttpApp = (
   const operationOutcome = Effect.fnUntraced(function*(
     operationId: OperationId,
     match: RouteMatch,
-    request: PublicRequest,
-    deadline: Deadline
+    request: PublicRequest
   ) {
-    const served = yield* Effect.either(deadline(useCaseOf(api, operationId, match.params, request)))
-    const caller = yield* FiberRef.get(currentCaller)
-    const organizationId = caller === null ? null : caller.organizationId
-    if (Either.isRight(served)) {
-      return { reply: jsonReply(served.right), reasonCode: null, detail: null, organizationId }
-    }
-    const error = served.left instanceof PublicApiError ? served.left : recover(Cause.fail(served.left))
-    return { ...refused(error), organizationId } satisfies Outcome
+    const served = yield* Effect.exit(deadlineByRace(useCaseOf(api, operationId, match.params, request)))
+    return outcomeOf(served, yield* FiberRef.get(currentCaller))
   })
-
-  /** An operation of the contract, answered within the request deadline. */
-  const serveOperation = (
-    operationId: OperationId,
-    match: RouteMatch,
-    request: PublicRequest,
-    deadline: Deadline
-  ): Effect.Effect<Outcome> =>
-    // Every request runs on a fiber of its own, which starts with no caller: the use case sets it.
-    operationOutcome(operationId, match, request, deadline).pipe(
-      Effect.catchAllCause((cause) => Effect.succeed(refused(recover(cause))))
-    )
 
   /** `/openapi.json` and `/docs`, served by the platform router. */
   const serveDocumentation = (
@@ -323,70 +285,85 @@ const makePublicHttpApp = (
     return { rawQuery, operationsPath, mediaToken, match }
   }
 
-  /**
-   * The answer to one request, routed by `routeOf`: the outcome, the response headers every answer
-   * carries, the log line and the metrics. `serveOther` answers what only the platform can
-   * (documentation, media, operations endpoints); the Node fast path never asks it.
-   */
-  const answer = <R>(
-    view: RequestView,
-    routed: Routed,
-    serveOther: (target: OtherTarget) => Effect.Effect<Outcome, never, R>,
-    deadline: Deadline
-  ): Effect.Effect<Answer, never, R> =>
-    Effect.gen(() => answerSteps(view, routed, serveOther, deadline)).pipe(Effect.ensuring(Effect.sync(metrics.finished)))
-
-  function* answerSteps<R>(
-    view: RequestView,
-    routed: Routed,
-    serveOther: (target: OtherTarget) => Effect.Effect<Outcome, never, R>,
-    deadline: Deadline
-  ) {
+  /** What starts every answer: its request id (the caller's, if acceptable), its start time, the metrics' count. */
+  const begin = (view: RequestView): Begun => {
     const startedAt = performance.now()
     const requestId = acceptCallerRequestId(firstHeader(view.headers["x-request-id"])) ?? newRequestId()
-    const { rawQuery, operationsPath, mediaToken, match } = routed
     metrics.started()
+    return { startedAt, requestId }
+  }
 
-    const outcome: Outcome = operationsPath !== undefined
-      ? !ALLOWED_METHODS.has(view.method)
-        ? refused(refusal("method_not_allowed"))
-        : yield* serveOther({ _tag: "Operations", path: operationsPath })
-      : mediaToken !== undefined
-      ? !ALLOWED_METHODS.has(view.method)
-        ? refused(refusal("method_not_allowed"))
-        : yield* serveOther({ _tag: "Media", token: mediaToken })
-      : match === undefined
-      ? refused(refusal("route_not_found"))
-      : !ALLOWED_METHODS.has(view.method)
-      ? refused(refusal("method_not_allowed"))
-      : match.route.operationId === null
-      ? yield* serveOther({ _tag: "Documentation", match })
-      : yield* serveOperation(match.route.operationId, match, {
-        requestId: RequestId.make(requestId),
-        authorization: firstHeader(view.headers.authorization),
-        query: parseQuery(rawQuery)
-      }, deadline)
+  const publicRequest = (view: RequestView, routed: Routed, requestId: string): PublicRequest => ({
+    requestId: RequestId.make(requestId),
+    authorization: firstHeader(view.headers.authorization),
+    query: parseQuery(routed.rawQuery)
+  })
 
+  /**
+   * What ends every answer, on both servers: the log line, the metrics, and the headers every
+   * answer carries. (`metrics.finished` is the caller's, once the answer is written or lost.)
+   */
+  const conclude = (view: RequestView, routed: Routed, begun: Begun, outcome: Outcome): Answer => {
+    const { match, mediaToken, operationsPath } = routed
     const reply = outcome.reply
     const status = reply.status
-    const now = yield* Clock.currentTimeMillis
     const entry: RequestLogEntry = {
       level: status >= 500 ? "error" : status >= 400 ? "warn" : "info",
       message: "http_request",
-      time: new Date(now).toISOString(),
-      request_id: requestId,
+      time: new Date().toISOString(),
+      request_id: begun.requestId,
       method: view.method,
       route: operationsPath ?? (mediaToken === undefined ? match?.route.template ?? null : MEDIA_ROUTE_TEMPLATE),
       operation_id: match?.route.operationId ?? null,
       status,
       reason_code: outcome.reasonCode,
       organization_id: outcome.organizationId,
-      duration_ms: Math.round((performance.now() - startedAt) * 1000) / 1000,
+      duration_ms: Math.round((performance.now() - begun.startedAt) * 1000) / 1000,
       detail: outcome.detail
     }
-    yield* sink.write(JSON.stringify(entry))
+    sink.write(JSON.stringify(entry))
     metrics.observe(entry.operation_id ?? entry.route ?? "unmatched", entry.status, entry.duration_ms / 1000)
-    return { reply, headers: { "cache-control": "no-store", "x-request-id": requestId } } satisfies Answer
+    return { reply, headers: { "cache-control": "no-store", "x-request-id": begun.requestId } }
+  }
+
+  /**
+   * The platform's answer to one request, routed by `routeOf`. `serveOther` answers what only
+   * the platform can (documentation, media, operations endpoints).
+   */
+  const answer = <R>(
+    view: RequestView,
+    routed: Routed,
+    serveOther: (target: OtherTarget) => Effect.Effect<Outcome, never, R>
+  ): Effect.Effect<Answer, never, R> =>
+    Effect.suspend(() => {
+      const begun = begin(view)
+      return Effect.map(outcomeFor(view, routed, begun, serveOther), (outcome) => conclude(view, routed, begun, outcome))
+    }).pipe(Effect.ensuring(Effect.sync(metrics.finished)))
+
+  const outcomeFor = <R>(
+    view: RequestView,
+    routed: Routed,
+    begun: Begun,
+    serveOther: (target: OtherTarget) => Effect.Effect<Outcome, never, R>
+  ): Effect.Effect<Outcome, never, R> => {
+    const { match, mediaToken, operationsPath } = routed
+    if (operationsPath !== undefined) {
+      return ALLOWED_METHODS.has(view.method)
+        ? serveOther({ _tag: "Operations", path: operationsPath })
+        : Effect.succeed(refused(refusal("method_not_allowed")))
+    }
+    if (mediaToken !== undefined) {
+      return ALLOWED_METHODS.has(view.method)
+        ? serveOther({ _tag: "Media", token: mediaToken })
+        : Effect.succeed(refused(refusal("method_not_allowed")))
+    }
+    if (match === undefined) return Effect.succeed(refused(refusal("route_not_found")))
+    if (!ALLOWED_METHODS.has(view.method)) return Effect.succeed(refused(refusal("method_not_allowed")))
+    if (match.route.operationId === null) return serveOther({ _tag: "Documentation", match })
+    // Every request runs on a fiber of its own, which starts with no caller: the use case sets it.
+    return operationOutcome(match.route.operationId, match, publicRequest(view, routed, begun.requestId)).pipe(
+      Effect.catchAllCause((cause) => Effect.succeed(refused(recover(cause))))
+    )
   }
 
   const app: PublicHttpAppService["app"] = Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) =>
@@ -406,50 +383,60 @@ const makePublicHttpApp = (
         case "Documentation":
           return serveDocumentation(request, target.match)
       }
-    }, deadlineByRace), ({ headers, reply }) => platformResponse(reply, headers)))
-
-  const notOnFastPath = (): Effect.Effect<Outcome> => Effect.die(new Error("not a fast-path request"))
+    }), ({ headers, reply }) => platformResponse(reply, headers)))
 
   /**
-   * A GET of one of the five operations, served straight on Node: the same `answer` as the
-   * platform app gives, without the platform's per-request request and response wrappers, span
-   * and response pipeline (together about as much CPU as the use case itself). Anything else
-   * is left to the platform: the caller passes it on when this returns false.
+   * A GET of one of the five operations, served straight on Node: the same answer as the
+   * platform app gives (the same outcome, headers, log line and metrics), without the platform's
+   * per-request request and response wrappers, server span and response pipeline (together
+   * about as much CPU as the use case itself). Only the use case runs on a fiber; the deadline
+   * is a timer that interrupts it (`Effect.timeout` races two more fibers: about 90 µs of CPU per
+   * request at eight in flight, a tenth of an encounter detail, against about 1 µs for a timer),
+   * and the answer is written by the fiber's exit observer. Anything else is left to the
+   * platform: the caller passes it on when this returns false.
    */
   const serveOnNode = (nodeRequest: IncomingMessage, nodeResponse: ServerResponse): boolean => {
     const url = nodeRequest.url ?? "/"
     if (nodeRequest.method !== "GET") return false
     const routed = routeOf(url)
     if (routed.operationsPath !== undefined || routed.mediaToken !== undefined) return false
-    if (routed.match === undefined || routed.match.route.operationId === null) return false
+    const match = routed.match
+    if (match === undefined || match.route.operationId === null) return false
     const view: RequestView = { method: "GET", url, headers: nodeRequest.headers }
-    const fiber = runFork(answer(view, routed, notOnFastPath, deadlineByInterruption).pipe(
-      Effect.flatMap(({ headers, reply }) =>
-        Effect.sync(() => {
-          if (nodeResponse.writableEnded) return
-          if (isJsonReply(reply)) {
-            // The headers as the platform writes them for a JSON text body, in its order.
-            nodeResponse.writeHead(reply.status, {
-              "content-type": JSON_CONTENT_TYPE,
-              "content-length": Buffer.byteLength(reply.body),
-              ...(reply.allowGet ? { allow: "GET" } : {}),
-              ...headers
-            })
-            nodeResponse.end(reply.body)
-            return
-          }
-          const response = platformResponse(reply, headers)
-          const body = response.body
-          nodeResponse.writeHead(response.status, response.headers)
-          nodeResponse.end(body._tag === "Uint8Array" ? body.body : undefined)
-        })
-      ),
-      // A response Node refuses to write must not leave the client waiting for ever.
-      Effect.catchAllDefect(() => Effect.sync(() => nodeResponse.destroy())),
-      Effect.uninterruptible
-    ))
+    const begun = begin(view)
+    const fiber = runFork(useCaseOf(api, match.route.operationId, match.params, publicRequest(view, routed, begun.requestId)))
+    let expired = false
+    const deadline = setTimeout(() => {
+      expired = true
+      fiber.unsafeInterruptAsFork(fiber.id())
+    }, REQUEST_DEADLINE_MS)
     nodeResponse.on("close", () => {
       if (!nodeResponse.writableEnded) fiber.unsafeInterruptAsFork(fiber.id())
+    })
+    fiber.addObserver((exit) => {
+      clearTimeout(deadline)
+      try {
+        const served = expired && Exit.isFailure(exit) && Cause.isInterruptedOnly(exit.cause)
+          ? Exit.fail(new Cause.TimeoutException(`exceeded ${Duration.format(REQUEST_DEADLINE)}`))
+          : exit
+        const { headers, reply } = conclude(view, routed, begun, outcomeOf(served, fiber.getFiberRef(currentCaller)))
+        if (nodeResponse.writableEnded) return
+        // Only JSON replies come of an operation; the headers as the platform writes them for a
+        // JSON text body, in its order.
+        if (!isJsonReply(reply)) throw new Error("an operation answered with a platform response")
+        nodeResponse.writeHead(reply.status, {
+          "content-type": JSON_CONTENT_TYPE,
+          "content-length": Buffer.byteLength(reply.body),
+          ...(reply.allowGet ? { allow: "GET" } : {}),
+          ...headers
+        })
+        nodeResponse.end(reply.body)
+      } catch {
+        // A response Node refuses to write must not leave the client waiting for ever.
+        nodeResponse.destroy()
+      } finally {
+        metrics.finished()
+      }
     })
     return true
   }

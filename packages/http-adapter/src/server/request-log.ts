@@ -24,7 +24,10 @@ export interface RequestLogEntry {
 
 export class RequestLogSink extends Context.Tag("@clinical-api/http-adapter/RequestLogSink")<
   RequestLogSink,
-  { readonly write: (line: string) => Effect.Effect<void> }
+  {
+    /** Takes one line, at once and without failing: it is called on every request's path, outside any fiber. */
+    readonly write: (line: string) => void
+  }
 >() {}
 
 /**
@@ -46,14 +49,13 @@ export const RequestLogSinkStdout: Layer.Layer<RequestLogSink> = Layer.scoped(
     }
     yield* Effect.addFinalizer(() => Effect.sync(flush))
     return RequestLogSink.of({
-      write: (line) =>
-        Effect.sync(() => {
-          pending += `${line}\n`
-          if (!scheduled) {
-            scheduled = true
-            setImmediate(flush)
-          }
-        })
+      write: (line) => {
+        pending += `${line}\n`
+        if (!scheduled) {
+          scheduled = true
+          setImmediate(flush)
+        }
+      }
     })
   })
 )
@@ -65,7 +67,7 @@ export const makeRequestLogCollector = (): {
 } => {
   const lines: Array<string> = []
   return {
-    layer: Layer.succeed(RequestLogSink, RequestLogSink.of({ write: (line) => Effect.sync(() => void lines.push(line)) })),
+    layer: Layer.succeed(RequestLogSink, RequestLogSink.of({ write: (line) => void lines.push(line) })),
     lines: () => [...lines]
   }
 }
