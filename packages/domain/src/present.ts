@@ -1,6 +1,7 @@
 import { deriveEncounterType } from "./encounter-type.js"
 import type { DocumentDetailTarget } from "./lookup.js"
 import type { SignedAudioUrl } from "./ports.js"
+import { PreEncodedJson } from "./pre-encoded-json.js"
 import type {
   EncounterListQuery,
   EncounterPage,
@@ -17,7 +18,8 @@ import type {
   PublicEncounterDocumentSummary,
   PublicEncounterListResponse,
   PublicEncounterSummary,
-  PublicFinalTranscript
+  PublicFinalTranscript,
+  PublicTranscriptTurn
 } from "./resources.js"
 
 /**
@@ -162,6 +164,42 @@ export const presentDocumentDetailResponse = (document: DocumentDetailTarget): P
   document: presentDocumentDetail(document)
 })
 
+/**
+ * A final transcript as the store keeps it ready to present: its turns as JSON text, already
+ * in the contract's order and shape (by start, ties in stored order; each exactly speaker,
+ * text, start, end). A reply writes that text as it is (`jsonText`); the turns are parsed only
+ * if something reads them.
+ */
+export class PresentedFinalTranscript extends PreEncodedJson implements PublicFinalTranscript {
+  declare readonly turns: ReadonlyArray<PublicTranscriptTurn>
+  readonly #turnsText: string
+  #turns: ReadonlyArray<PublicTranscriptTurn> | undefined
+
+  constructor(
+    readonly provider: string,
+    readonly audio_duration_seconds: number | null,
+    /** A JSON array of the turns. */
+    turnsText: string
+  ) {
+    super()
+    this.#turnsText = turnsText
+    // An own property, as on any other transcript: the resource schema reads own keys only.
+    Object.defineProperty(this, "turns", {
+      enumerable: true,
+      get: () => this.#turns ??= JSON.parse(this.#turnsText) as ReadonlyArray<PublicTranscriptTurn>
+    })
+  }
+
+  get jsonText(): string {
+    const head = JSON.stringify({ provider: this.provider, audio_duration_seconds: this.audio_duration_seconds })
+    return `${head.slice(0, -1)},"turns":${this.#turnsText}}`
+  }
+
+  toJSON(): PublicFinalTranscript {
+    return { provider: this.provider, audio_duration_seconds: this.audio_duration_seconds, turns: this.turns }
+  }
+}
+
 /** Contract 4.4. Turns are chronological (decisions.md): by start, ties kept in stored order. */
 export const presentTranscriptResponse = (
   document: Pick<StoredDocument, "documentId" | "encounterId">,
@@ -169,13 +207,15 @@ export const presentTranscriptResponse = (
 ): PublicDocumentTranscriptResponse => ({
   document_id: document.documentId,
   encounter_id: document.encounterId,
-  transcript: {
-    provider: transcript.provider,
-    audio_duration_seconds: transcript.audio_duration_seconds,
-    turns: [...transcript.turns]
-      .sort((a, b) => a.start - b.start)
-      .map((turn) => ({ speaker: turn.speaker, text: turn.text, start: turn.start, end: turn.end }))
-  }
+  transcript: transcript instanceof PresentedFinalTranscript
+    ? transcript
+    : {
+      provider: transcript.provider,
+      audio_duration_seconds: transcript.audio_duration_seconds,
+      turns: [...transcript.turns]
+        .sort((a, b) => a.start - b.start)
+        .map((turn) => ({ speaker: turn.speaker, text: turn.text, start: turn.start, end: turn.end }))
+    }
 })
 
 /** Contract 2.6. */

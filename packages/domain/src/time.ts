@@ -1,4 +1,5 @@
 import { ParseResult, Schema } from "effect"
+import { PreEncodedJson } from "./pre-encoded-json.js"
 
 /**
  * RFC 3339 date-time with an explicit offset (`Z` or `±hh:mm`), optional fraction.
@@ -144,19 +145,29 @@ const setOwn = (target: Record<string, unknown>, key: string, value: unknown) =>
  * replaced by its `formatTimestamp` text: what `JSON.stringify` writes for it, without the
  * slow path V8's `JSON.stringify` takes for any object with a `toJSON` method. Objects and
  * arrays that hold a Date somewhere are copied; those that hold none are returned as they are
- * (a transcript's turns, a list's patients and documents), so the value itself is never
- * changed. `JSON.stringify(withTimestampsAsText(value))` is `JSON.stringify(value)`, and the
- * two together cost a list page about two thirds of what `JSON.stringify` alone did (README,
- * "Performance").
+ * (a list's patients and documents), so the value itself is never changed.
+ * `JSON.stringify(withTimestampsAsText(value))` is `JSON.stringify(value)`, and the two
+ * together cost a list page about two thirds of what `JSON.stringify` alone did (README,
+ * "Performance"). A `PreEncodedJson` is replaced by its `toJSON()` value, written in turn.
  */
-export const withTimestampsAsText = (value: unknown): unknown => {
+export const withTimestampsAsText = (value: unknown): unknown => writable(value, undefined)
+
+/**
+ * `withTimestampsAsText`, except that with `fragments` each `PreEncodedJson` is replaced by a
+ * placeholder string (`fragmentPlaceholder` of its index) and its text is added to `fragments`.
+ */
+const writable = (value: unknown, fragments: Array<string> | undefined): unknown => {
   if (typeof value !== "object" || value === null) return value
   if (value instanceof Date) return Number.isNaN(value.getTime()) ? null : formatTimestamp(value)
+  if (value instanceof PreEncodedJson) {
+    if (fragments === undefined) return writable(value.toJSON(), undefined)
+    return fragmentPlaceholder(fragments.push(value.jsonText) - 1)
+  }
   if (Array.isArray(value)) {
     let copy: Array<unknown> | undefined
     for (let index = 0; index < value.length; index++) {
       const item: unknown = value[index]
-      const written = withTimestampsAsText(item)
+      const written = writable(item, fragments)
       if (copy === undefined && written !== item) copy = value.slice(0, index)
       if (copy !== undefined) copy.push(written)
     }
@@ -167,7 +178,7 @@ export const withTimestampsAsText = (value: unknown): unknown => {
   for (let index = 0; index < keys.length; index++) {
     const key = keys[index] as string
     const item = (value as Record<string, unknown>)[key]
-    const written = withTimestampsAsText(item)
+    const written = writable(item, fragments)
     if (copy === undefined && written !== item) {
       copy = {}
       for (let before = 0; before < index; before++) {
@@ -178,4 +189,29 @@ export const withTimestampsAsText = (value: unknown): unknown => {
     if (copy !== undefined) setOwn(copy, key, written)
   }
   return copy ?? value
+}
+
+/** No text the store holds has a NUL (PostgreSQL's text cannot); `jsonText` still checks that each occurs once. */
+const fragmentPlaceholder = (index: number) => `\u0000pre-encoded json ${index}`
+
+/**
+ * `JSON.stringify(withTimestampsAsText(value))`, except that each `PreEncodedJson` in `value`
+ * is written as its own text, unparsed: each is written as a placeholder string first, and the
+ * placeholder's JSON is then replaced by the text. A placeholder's JSON found other than
+ * exactly once (some string in `value` would have to hold it) falls back to `toJSON`.
+ */
+export const jsonText = (value: unknown): string => {
+  const fragments: Array<string> = []
+  const text = JSON.stringify(writable(value, fragments))
+  if (fragments.length === 0) return text
+  let spliced = ""
+  let from = 0
+  for (let index = 0; index < fragments.length; index++) {
+    const placeholder = JSON.stringify(fragmentPlaceholder(index))
+    const at = text.indexOf(placeholder)
+    if (at < from || at !== text.lastIndexOf(placeholder)) return JSON.stringify(withTimestampsAsText(value))
+    spliced += text.slice(from, at) + fragments[index]
+    from = at + placeholder.length
+  }
+  return spliced + text.slice(from)
 }

@@ -11,9 +11,11 @@ import {
   presentDocumentSummary,
   presentEncounterSummary,
   presentListResponse,
+  PresentedFinalTranscript,
   presentTranscriptResponse
 } from "../src/present.js"
 import type { StoredDocument, StoredDocumentSummary, StoredEncounter } from "../src/records.js"
+import { jsonText } from "../src/time.js"
 import {
   PublicDocumentAudioResponse,
   PublicDocumentDetailResponse,
@@ -325,8 +327,12 @@ describe("the wire form of every response is JSON.stringify of the presenter's v
     }), { nil: null }),
     documents: fc.array(documentArb, { maxLength: 4 })
   })
-  const sameAsEncoded = <A, I>(schema: Schema.Schema<A, I>, value: A) =>
-    expect(JSON.parse(JSON.stringify(value))).toEqual(Schema.encodeSync(schema)(value))
+  // The adapter writes them with `jsonText`: JSON.stringify but for a PreEncodedJson's own text.
+  const sameAsEncoded = <A, I>(schema: Schema.Schema<A, I>, value: A) => {
+    const encoded = Schema.encodeSync(schema)(value)
+    expect(JSON.parse(JSON.stringify(value))).toEqual(encoded)
+    expect(JSON.parse(jsonText(value))).toEqual(encoded)
+  }
 
   it.prop("list and detail responses", [fc.array(encounterArb, { maxLength: 5 }), fc.nat({ max: 10_000 })], ([items, offset]) => {
     sameAsEncoded(PublicEncounterListResponse, presentListResponse({ items, total: items.length + offset }, { limit: 100, offset }))
@@ -344,5 +350,23 @@ describe("the wire form of every response is JSON.stringify of the presenter's v
       turns: [{ speaker: "A", text: "first", start: 0, end: 4 }]
     }))
     sameAsEncoded(PublicDocumentAudioResponse, presentAudioResponse({ url, expiresAt: updatedAt }))
+  })
+
+  it.prop("a transcript the store keeps presented is written as its own text, in its stored order", [
+    fc.array(fc.record({ speaker: fc.string({ maxLength: 8 }), text: fc.string({ maxLength: 30 }), start: fc.integer({ min: 0, max: 9_999 }), end: fc.integer({ min: 0, max: 9_999 }) }), { maxLength: 6 }),
+    fc.option(fc.nat({ max: 10_000 }), { nil: null })
+  ], ([turns, seconds]) => {
+    // As the store spells it (json_agg of json_build_object), not as JSON.stringify does.
+    const turnsText = `[${turns.map((turn) => `{"speaker" : ${JSON.stringify(turn.speaker)}, "text" : ${JSON.stringify(turn.text)}, "start" : ${turn.start}.0, "end" : ${turn.end}}`).join(", ")}]`
+    const transcript = new PresentedFinalTranscript("acme-asr", seconds, turnsText)
+    const response = presentTranscriptResponse(storedDocument(), transcript)
+    expect(response.transcript).toBe(transcript)
+    sameAsEncoded(PublicDocumentTranscriptResponse, response)
+    expect(Schema.encodeSync(PublicDocumentTranscriptResponse)(response).transcript).toEqual({
+      provider: "acme-asr",
+      audio_duration_seconds: seconds,
+      turns
+    })
+    expect(jsonText(response)).toContain(turnsText)
   })
 })

@@ -202,7 +202,7 @@ const findDocument = async (tx: Tx, caller: Caller, encounterId: string, documen
   }
   const transcript: PublicFinalTranscript | undefined = row["transcript_provider"] == null
     ? undefined
-    : { provider: row["transcript_provider"], audio_duration_seconds: row["transcript_audio_duration_seconds"], turns: row["transcript_turns"] }
+    : { provider: row["transcript_provider"], audio_duration_seconds: row["transcript_audio_duration_seconds"], turns: JSON.parse(row["transcript_turns_text"]) }
   return { encounter, document, transcript }
 }
 

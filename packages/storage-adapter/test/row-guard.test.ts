@@ -77,7 +77,7 @@ const cases = [
   {
     name: "JoinedTranscriptRow",
     schema: JoinedTranscriptRow,
-    valid: { transcript_provider: "p", transcript_audio_duration_seconds: 0, transcript_turns: [] }
+    valid: { transcript_provider: "p", transcript_audio_duration_seconds: 0, transcript_turns_text: "[]" }
   }
 ] as const
 
@@ -167,8 +167,8 @@ describe("compileRowGuard", () => {
     expect(compileRowGuard(EncounterRow)({ ...encounterRow, date_of_birth: "2023-02-29" })).toBe(false)
     expect(compileRowGuard(EncounterRow)({ ...encounterRow, encounter_id: "" })).toBe(false)
     const head = compileRowGuard(JoinedTranscriptRow)
-    expect(head({ transcript_provider: "p", transcript_audio_duration_seconds: -1, transcript_turns: [] })).toBe(false)
-    expect(head({ transcript_provider: "p", transcript_audio_duration_seconds: Number.POSITIVE_INFINITY, transcript_turns: [] })).toBe(false)
+    expect(head({ transcript_provider: "p", transcript_audio_duration_seconds: -1, transcript_turns_text: "[]" })).toBe(false)
+    expect(head({ transcript_provider: "p", transcript_audio_duration_seconds: Number.POSITIVE_INFINITY, transcript_turns_text: "[]" })).toBe(false)
     expect(compileRowGuard(PageTotalRow)({ total: 1.5 })).toBe(false)
   })
 })

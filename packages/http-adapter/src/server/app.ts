@@ -8,7 +8,7 @@ import {
   PublicApiError,
   type PublicRequest,
   RequestId,
-  withTimestampsAsText
+  jsonText
 } from "@clinical-api/domain"
 import { EmbeddedAudioObjects, PgClient, type PgClientService } from "@clinical-api/storage-adapter"
 import {
@@ -169,13 +169,14 @@ const useCaseOf = (
  * two equal). The platform router and the HttpApi handlers would decode and re-encode every
  * body through Schema and run a handful of fibers per request for nothing the contract needs;
  * the HttpApi definition stays the source of the OpenAPI document and the typed client. The
- * Dates are written as text first (`withTimestampsAsText`): a Date sends `JSON.stringify` down
- * its slow path, which took 45% of the CPU of a list page over an in-memory store.
+ * Dates are written as text first (`jsonText`): a Date sends `JSON.stringify` down its slow
+ * path, which took 45% of the CPU of a list page over an in-memory store; and what the store
+ * keeps as JSON text (a transcript's turns) is written as it is.
  */
 const jsonReply = (body: unknown): JsonReply => ({
   _tag: "Json",
   status: 200,
-  body: JSON.stringify(withTimestampsAsText(body)),
+  body: jsonText(body),
   allowGet: false
 })
 

@@ -384,11 +384,26 @@ CREATE TRIGGER transcript_turns_json_truncate AFTER TRUNCATE ON transcript_turns
 SELECT transcript_turns_json_refresh(ARRAY(SELECT DISTINCT document_id FROM transcript_turns));
 `
 
+/**
+ * The transcript route writes a transcript's `turns_json` to the partner as it is, unparsed
+ * (encounter-repository.ts): what it can hold must be what the contract promises. The triggers
+ * above build it from NOT NULL columns, each turn exactly { speaker, text, start, end }; what
+ * float8 allows and the contract does not, a start or an end that is NaN or infinite (which
+ * json_build_object writes as a string), is refused here, as is a `turns_json` that is not an
+ * array. `json_typeof` reads the first token only.
+ */
+const transcriptTurnsServable = `
+ALTER TABLE transcript_turns ADD CONSTRAINT transcript_turns_finite_times
+  CHECK (start_seconds NOT IN ('NaN', 'Infinity', '-Infinity') AND end_seconds NOT IN ('NaN', 'Infinity', '-Infinity'));
+ALTER TABLE transcripts ADD CONSTRAINT transcripts_turns_json_array CHECK (json_typeof(turns_json) = 'array');
+`
+
 export const migrations: ReadonlyArray<Migration> = [
   { version: 1, name: "initial_schema", sql: initialSchema },
   { version: 2, name: "disclosure_recording_order", sql: disclosureRecordingOrder },
   { version: 3, name: "webhook_outbox", sql: webhookOutbox },
   { version: 4, name: "encounter_daily_counts", sql: encounterDailyCounts },
   { version: 5, name: "encounter_daily_counts_key_with_count", sql: dailyCountsKeyWithCount },
-  { version: 6, name: "transcript_turns_json", sql: transcriptTurnsJson }
+  { version: 6, name: "transcript_turns_json", sql: transcriptTurnsJson },
+  { version: 7, name: "transcript_turns_servable", sql: transcriptTurnsServable }
 ]

@@ -898,21 +898,33 @@ export const repositoryContract = (factory: TestDatabaseFactory) => {
             }
           }
         }
-        // A turn the service cannot serve (a start that is not a finite number) is the store's
-        // failure, not a transcript with a bad turn.
+        // The turns are served as the store wrote them, so the store refuses to hold a turn the
+        // contract cannot carry (a time that is not a finite number) or turns that are not an
+        // array; the transcript is served as it was.
         const transcribed = example.encounters
           .flatMap((encounter) => encounter.documents.map((document) => ({ ...document, encounter_id: encounter.encounter_id })))
           .find((document) => document.transcript != null && document.transcript.turns.length > 0)
         if (transcribed === undefined) throw new Error("the example fixture has no transcript with turns")
         const pg = yield* PgClient
-        yield* pg.run("test.corrupt-turn", (sql) =>
-          sql`UPDATE transcript_turns SET start_seconds = 'NaN' WHERE document_id = ${transcribed.document_id} AND ordinal = 0`)
-        const corrupt = yield* Effect.flip(repository.findEncounterAndDocument(
-          transcribed.encounter_id as EncounterId,
-          transcribed.document_id as DocumentId,
-          { withFinalTranscript: true }
-        ))
-        expect(corrupt).toMatchObject({ _tag: "StoreUnavailable", operation: "encounters.find-with-document.decode" })
+        const servedTurns = Effect.map(
+          repository.findEncounterAndDocument(
+            transcribed.encounter_id as EncounterId,
+            transcribed.document_id as DocumentId,
+            { withFinalTranscript: true }
+          ),
+          (found) => Option.getOrThrow(found.finalTranscript).turns
+        )
+        const before = yield* servedTurns
+        expect(before).toHaveLength(transcribed.transcript!.turns.length)
+        for (const [column, value] of [["start_seconds", "NaN"], ["end_seconds", "Infinity"], ["start_seconds", "-Infinity"]] as const) {
+          const refused = yield* Effect.flip(pg.run("test.corrupt-turn", (sql) =>
+            sql`UPDATE transcript_turns SET ${sql(column)} = ${value} WHERE document_id = ${transcribed.document_id} AND ordinal = 0`))
+          expect(refused.cause).toMatchObject({ code: "23514", constraint_name: "transcript_turns_finite_times" })
+        }
+        const notAnArray = yield* Effect.flip(pg.run("test.corrupt-turns", (sql) =>
+          sql`UPDATE transcripts SET turns_json = '{"speaker": "a"}' WHERE document_id = ${transcribed.document_id}`))
+        expect(notAnArray.cause).toMatchObject({ code: "23514", constraint_name: "transcripts_turns_json_array" })
+        expect(yield* servedTurns).toEqual(before)
         // Rows are checked, not trusted: a date of birth the contract cannot carry (a five-digit
         // year, which PostgreSQL stores) fails the list that would show it.
         const listed = example.encounters.find((encounter) => encounter.data_class === "clinical" && encounter.patient_id != null)
