@@ -39,6 +39,18 @@ export interface EncounterAndDocument {
   readonly finalTranscript: Option.Option<PublicFinalTranscript>
 }
 
+/** What a document route reads with the document (`findEncounterAndDocument`). */
+export interface DocumentReads {
+  /** The document's finalized transcript too. */
+  readonly withFinalTranscript: boolean
+  /**
+   * The route asks `AudioStorage.exists` about the document's recording next. A repository
+   * whose store also holds the audio objects may read whether the object is there with the
+   * document, for that storage to answer from without a second read.
+   */
+  readonly forAudioUrl?: boolean
+}
+
 export class EncounterRepository extends Context.Tag("@clinical-api/domain/EncounterRepository")<
   EncounterRepository,
   {
@@ -57,7 +69,7 @@ export class EncounterRepository extends Context.Tag("@clinical-api/domain/Encou
     readonly findEncounterAndDocument: (
       encounterId: EncounterId,
       documentId: DocumentId,
-      options: { readonly withFinalTranscript: boolean }
+      reads: DocumentReads
     ) => Effect.Effect<EncounterAndDocument, StoreUnavailable>
   }
 >() {}

@@ -17,6 +17,7 @@ import {
   AudioStorage,
   type AudioStorageUnavailable,
   DisclosureRecorder,
+  type DocumentReads,
   type EncounterAndDocument,
   EncounterRepository,
   IdGenerator,
@@ -112,6 +113,10 @@ const decodeDocumentId = storableId(Schema.decodeUnknownOption(DocumentId))
 
 const nothingFound: EncounterAndDocument = { encounter: Option.none(), document: Option.none(), finalTranscript: Option.none() }
 
+const documentReads: DocumentReads = { withFinalTranscript: false, forAudioUrl: false }
+const transcriptReads: DocumentReads = { withFinalTranscript: true, forAudioUrl: false }
+const audioUrlReads: DocumentReads = { withFinalTranscript: false, forAudioUrl: true }
+
 export const PublicApiLive = Layer.effect(
   PublicApi,
   Effect.gen(function*() {
@@ -184,14 +189,14 @@ export const PublicApiLive = Layer.effect(
      * go, then checked in the contract's order: what a refusal answers is what reading them one
      * after the other would answer. Nothing read is disclosed before every check has passed.
      */
-    function* findAccessibleDocument(caller: Caller, path: DocumentPath, withFinalTranscript: boolean) {
+    function* findAccessibleDocument(caller: Caller, path: DocumentPath, reads: DocumentReads) {
       const encounterId = decodeEncounterId(path.encounterId)
       const documentId = decodeDocumentId(path.documentId)
       const found: EncounterAndDocument = Option.isNone(encounterId)
         ? nothingFound
         : Option.isNone(documentId)
         ? { ...nothingFound, encounter: yield* repository.findEncounter(encounterId.value) }
-        : yield* repository.findEncounterAndDocument(encounterId.value, documentId.value, { withFinalTranscript })
+        : yield* repository.findEncounterAndDocument(encounterId.value, documentId.value, reads)
       const encounter = yield* orRefuse(checkEncounterAccess(caller.organizationId, found.encounter))
       const document = yield* orRefuse(checkDocumentInEncounter(encounter, found.document))
       return { encounter, document, finalTranscript: found.finalTranscript }
@@ -267,7 +272,7 @@ export const PublicApiLive = Layer.effect(
 
     const readDocument = Effect.fnUntraced(function*(caller: Caller, request: PublicRequest, path: DocumentPath) {
       const operation = "getPublicDocument"
-      const found = yield* findAccessibleDocument(caller, path, false)
+      const found = yield* findAccessibleDocument(caller, path, documentReads)
       const { encounter } = found
       const document = yield* orRefuse(checkDocumentDetailTarget(found.document))
       yield* recordDocumentDisclosure(caller, request, operation, encounter, document)
@@ -284,7 +289,7 @@ export const PublicApiLive = Layer.effect(
 
     const readTranscript = Effect.fnUntraced(function*(caller: Caller, request: PublicRequest, path: DocumentPath) {
       const operation = "getPublicDocumentTranscript"
-      const { document, encounter, finalTranscript } = yield* findAccessibleDocument(caller, path, true)
+      const { document, encounter, finalTranscript } = yield* findAccessibleDocument(caller, path, transcriptReads)
       yield* orRefuse(checkTranscriptTarget(document))
       const transcript = yield* orRefuse(checkFinalTranscript(finalTranscript))
       yield* recordDocumentDisclosure(caller, request, operation, encounter, document)
@@ -301,7 +306,7 @@ export const PublicApiLive = Layer.effect(
 
     const readAudioUrl = Effect.fnUntraced(function*(caller: Caller, request: PublicRequest, path: DocumentPath) {
       const operation = "getPublicDocumentAudio"
-      const { document, encounter } = yield* findAccessibleDocument(caller, path, false)
+      const { document, encounter } = yield* findAccessibleDocument(caller, path, audioUrlReads)
       const recording = yield* orRefuse(checkAudioTarget(document))
       yield* orRefuse(checkAudioObjectExists(yield* audioStorage.exists(recording)))
       const signed = yield* audioStorage.signUrl(recording, config.audioUrlTtlSeconds)

@@ -180,8 +180,11 @@ const findEncounter = async (tx: Tx, caller: Caller, encounterId: string) => {
 }
 
 /** A document route's encounter and document (and transcript), read in one statement, checked in the contract's order. */
-const findDocument = async (tx: Tx, caller: Caller, encounterId: string, documentId: string, withFinalTranscript: boolean) => {
-  const [row] = await encounterAndDocumentStatement(asSql(tx), encounterId, documentId, withFinalTranscript)
+const findDocument = async (tx: Tx, caller: Caller, encounterId: string, documentId: string, operation: OperationId) => {
+  const [row] = await encounterAndDocumentStatement(asSql(tx), encounterId, documentId, {
+    withFinalTranscript: operation === "getPublicDocumentTranscript",
+    forAudioUrl: operation === "getPublicDocumentAudio"
+  })
   if (row === undefined || row["encounter_id"] === null) throw new Refusal(404)
   if (row["organization_id"] !== caller.organizationId) throw new Refusal(403)
   if (row["data_class"] !== "clinical") throw new Refusal(403)
@@ -203,7 +206,7 @@ const findDocument = async (tx: Tx, caller: Caller, encounterId: string, documen
   const transcript: PublicFinalTranscript | undefined = row["transcript_provider"] == null
     ? undefined
     : { provider: row["transcript_provider"], audio_duration_seconds: row["transcript_audio_duration_seconds"], turns: JSON.parse(row["transcript_turns_text"]) }
-  return { encounter, document, transcript }
+  return { encounter, document, transcript, recordingObjectStored: row["recording_object_stored"] === true }
 }
 
 const patientOf = (encounter: StoredEncounter) => encounter.patient?.patient_id ?? null
@@ -254,8 +257,8 @@ const handle = async (path: string, rawQuery: string, authorization: string | un
   if (segments.length > 7 || (tail !== undefined && operation === "getPublicDocument")) throw new Refusal(404)
   const caller = await authorize(authorization, operation)
   return sql.begin(async (tx) => {
-    const { document, encounter, transcript } = await findDocument(
-      tx, caller, encounterId, documentId, operation === "getPublicDocumentTranscript"
+    const { document, encounter, transcript, recordingObjectStored } = await findDocument(
+      tx, caller, encounterId, documentId, operation
     )
     const record = () =>
       disclosureInsertStatement(asSql(tx), [
@@ -272,9 +275,7 @@ const handle = async (path: string, rawQuery: string, authorization: string | un
       await record()
       return presentTranscriptResponse(document, transcript)
     }
-    if (document.recording === null) throw new Refusal(404)
-    const exists = await tx`SELECT 1 FROM recording_objects WHERE storage_key = ${document.recording.storageKey}`
-    if (exists.length === 0) throw new Refusal(404)
+    if (document.recording === null || !recordingObjectStored) throw new Refusal(404)
     const expiresEpochSeconds = Math.floor(Date.now() / 1000) + audioTtlSeconds
     const token = signMediaToken(mediaSigningKey, document.recording.storageKey, expiresEpochSeconds)
     await record()

@@ -340,6 +340,7 @@ const explainAll = async (sql: Sql, samples: Samples, tokenDigest: string) => {
   const [encounter] = samples.encounters
   const [document] = samples.documents
   const [transcript] = samples.transcripts
+  const [recording] = samples.recordings
   const organization = bigOrganization as OrganizationId
   const listQuery = { limit: 50, offset: 0, sortOrder: "desc" as const, startAt: null, endAt: null }
   await sql.begin(async (tx) => {
@@ -365,14 +366,20 @@ const explainAll = async (sql: Sql, samples: Samples, tokenDigest: string) => {
     if (encounter !== undefined) await explain("encounter by id, with its patient and documents", encounterByIdStatement(txSql, encounter))
     if (document !== undefined) {
       await explain(
-        "document route: encounter and document by id (document, audio URL)",
-        encounterAndDocumentStatement(txSql, document[0], document[1], false)
+        "document route: encounter and document by id",
+        encounterAndDocumentStatement(txSql, document[0], document[1], { withFinalTranscript: false, forAudioUrl: false })
       )
     }
     if (transcript !== undefined) {
       await explain(
         "transcript route: encounter, document and final transcript",
-        encounterAndDocumentStatement(txSql, transcript[0], transcript[1], true)
+        encounterAndDocumentStatement(txSql, transcript[0], transcript[1], { withFinalTranscript: true, forAudioUrl: false })
+      )
+    }
+    if (recording !== undefined) {
+      await explain(
+        "audio URL route: encounter, document, recording and whether its object is stored",
+        encounterAndDocumentStatement(txSql, recording[0], recording[1], { withFinalTranscript: false, forAudioUrl: true })
       )
     }
     const now = new Date()

@@ -5,6 +5,7 @@ import {
   AudioStorage,
   AudioStorageUnavailable,
   DisclosureRecorder,
+  type DocumentReads,
   EncounterRepository,
   IdGenerator,
   type IdKind,
@@ -111,7 +112,7 @@ export const MemoryStoreLayer = (
           })()),
         findEncounter: (encounterId: EncounterId) =>
           Effect.as(guard("findEncounter"), Option.fromNullable(encountersById.get(encounterId))),
-        findEncounterAndDocument: (encounterId: EncounterId, documentId: DocumentId, options: { readonly withFinalTranscript: boolean }) =>
+        findEncounterAndDocument: (encounterId: EncounterId, documentId: DocumentId, options: DocumentReads) =>
           Effect.as(guard("findEncounterAndDocument"), {
             encounter: Option.fromNullable(encountersById.get(encounterId)),
             document: Option.fromNullable(documentsById.get(documentId)),

@@ -3,6 +3,7 @@ import { AudioStorage, AudioStorageUnavailable, type RecordingReference } from "
 import { Clock, Config, type ConfigError, Context, Data, Effect, Layer, Option, Redacted, Schema } from "effect"
 import { decodeRows } from "../sql/decode.js"
 import { PgClient } from "../sql/pg-client.js"
+import { embeddedObjectSeenIn, type MarkedRecordingReference } from "./recording-object-mark.js"
 
 /**
  * The first, embedded audio storage: recording bytes live in the `recording_objects` table,
@@ -164,7 +165,8 @@ const makeEmbedded = (signingKey: Redacted.Redacted<string>, mediaBaseUrl: Effec
 
     // On the request path: untraced, as a span costs about 12 µs per call even with no tracer
     // configured, some 4% of the CPU of a detail read (README, "Performance").
-    const exists = Effect.fnUntraced(function* (reference: RecordingReference) {
+    const exists = Effect.fnUntraced(function* (reference: MarkedRecordingReference) {
+      if (reference[embeddedObjectSeenIn] === client.pool) return true
       const rows = yield* client
         .run("audio.exists", (sql) => sql`SELECT 1 FROM recording_objects WHERE storage_key = ${reference.storageKey}`)
         .pipe(Effect.mapError(toAudioUnavailable("audio.exists")))

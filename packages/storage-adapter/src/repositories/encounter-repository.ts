@@ -3,6 +3,7 @@ import {
   CalendarDate,
   DataClass,
   DocumentId,
+  type DocumentReads,
   EncounterId,
   type EncounterListQuery,
   EncounterRepository,
@@ -21,6 +22,7 @@ import {
 import { Effect, Layer, Option, Schema } from "effect"
 import { checkRows, decodeRows } from "../sql/decode.js"
 import { type Fragment, PgClient, type Sql } from "../sql/pg-client.js"
+import { embeddedObjectSeenIn, type MarkedRecordingReference } from "./recording-object-mark.js"
 
 /** The row schemas are exported for `row-guard.test.ts`, which checks their compiled guards. */
 export const EncounterRow = Schema.Struct({
@@ -78,7 +80,9 @@ export const JoinedDocumentRow = Schema.Struct({
   doc_updated_at: Schema.DateFromSelf,
   doc_content_markdown: Schema.NullOr(Schema.String),
   storage_key: Schema.NullOr(Schema.String),
-  content_type: Schema.NullOr(Schema.String)
+  content_type: Schema.NullOr(Schema.String),
+  /** Read for the audio route only. */
+  recording_object_stored: Schema.optional(Schema.Boolean)
 })
 
 /** The transcript columns of `encounterAndDocumentStatement`, when it read and found the transcript. */
@@ -267,14 +271,15 @@ export const encounterByIdStatement = (sql: Sql, encounterId: string) => sql`
 /**
  * A document route's reads in one statement, one row: the encounter with its patient (null
  * columns if there is none), and the document by its own id whatever its encounter, with its
- * recording reference (`doc_` columns, null if there is none), and with `withFinalTranscript`
- * its final transcript (`transcript_` columns). Each is found by its own primary key.
+ * recording reference (`doc_` columns, null if there is none), with `withFinalTranscript` its
+ * final transcript (`transcript_` columns), and with `forAudioUrl` whether the recording's
+ * embedded object is stored (`recording_object_stored`). Each is found by its own primary key.
  */
 export const encounterAndDocumentStatement = (
   sql: Sql,
   encounterId: string,
   documentId: string,
-  withFinalTranscript: boolean
+  reads: DocumentReads
 ) => sql`
   SELECT ${encounterColumns(sql)},
          d.document_id AS doc_document_id, d.encounter_id AS doc_encounter_id, d.schema_type AS doc_schema_type,
@@ -282,16 +287,19 @@ export const encounterAndDocumentStatement = (
          d.audio_duration_seconds AS doc_audio_duration_seconds, d.created_at AS doc_created_at,
          d.updated_at AS doc_updated_at, d.content_markdown AS doc_content_markdown,
          r.storage_key, r.content_type
-         ${withFinalTranscript
+         ${reads.withFinalTranscript
            ? sql`, t.provider AS transcript_provider, t.audio_duration_seconds AS transcript_audio_duration_seconds,
                  t.turns_json::text AS transcript_turns_text`
+           : sql``}
+         ${reads.forAudioUrl === true
+           ? sql`, EXISTS (SELECT 1 FROM recording_objects o WHERE o.storage_key = r.storage_key) AS recording_object_stored`
            : sql``}
   FROM (VALUES (1)) AS one_row (one)
   LEFT JOIN encounters e ON e.encounter_id = ${encounterId}
   LEFT JOIN patients p ON p.patient_id = e.patient_id
   LEFT JOIN documents d ON d.document_id = ${documentId}
   LEFT JOIN recordings r ON r.document_id = d.document_id
-  ${withFinalTranscript ? sql`LEFT JOIN transcripts t ON t.document_id = d.document_id` : sql``}`
+  ${reads.withFinalTranscript ? sql`LEFT JOIN transcripts t ON t.document_id = d.document_id` : sql``}`
 
 const toStoredEncounterHead = (row: EncounterRow): StoredEncounterHead => ({
   encounterId: row.encounter_id,
@@ -319,7 +327,14 @@ const toStoredEncounter = (
   documents: ReadonlyArray<StoredDocumentSummary>
 ): StoredEncounter => Object.assign(toStoredEncounterHead(row), { documents })
 
-const toStoredDocument = (row: typeof JoinedDocumentRow.Type): StoredDocument => ({
+const toRecordingReference = (row: typeof JoinedDocumentRow.Type, pool: Sql): MarkedRecordingReference | null =>
+  row.storage_key === null || row.content_type === null
+    ? null
+    : row.recording_object_stored === true
+    ? { storageKey: row.storage_key, contentType: row.content_type, [embeddedObjectSeenIn]: pool }
+    : { storageKey: row.storage_key, contentType: row.content_type }
+
+const toStoredDocument = (row: typeof JoinedDocumentRow.Type, pool: Sql): StoredDocument => ({
   documentId: row.doc_document_id,
   encounterId: row.doc_encounter_id,
   schemaType: row.doc_schema_type,
@@ -330,10 +345,7 @@ const toStoredDocument = (row: typeof JoinedDocumentRow.Type): StoredDocument =>
   createdAt: row.doc_created_at,
   updatedAt: row.doc_updated_at,
   contentMarkdown: row.doc_content_markdown,
-  recording:
-    row.storage_key === null || row.content_type === null
-      ? null
-      : { storageKey: row.storage_key, contentType: row.content_type }
+  recording: toRecordingReference(row, pool)
 })
 
 const toDocumentSummary = (row: DocumentSummaryRow): StoredDocumentSummary => ({
@@ -410,18 +422,17 @@ export const makeEncounterRepository = Effect.gen(function* () {
   const findEncounterAndDocument = Effect.fnUntraced(function* (
     encounterId: EncounterId,
     documentId: DocumentId,
-    options: { readonly withFinalTranscript: boolean }
+    reads: DocumentReads
   ) {
     const operation = "encounters.find-with-document"
-    const rows = yield* client.run(operation, (sql) =>
-      encounterAndDocumentStatement(sql, encounterId, documentId, options.withFinalTranscript))
+    const rows = yield* client.run(operation, (sql) => encounterAndDocumentStatement(sql, encounterId, documentId, reads))
     const row: Record<string, unknown> = rows[0] ?? {}
     const encounter = row["encounter_id"] == null
       ? Option.none<StoredEncounterHead>()
       : Option.some(toStoredEncounterHead((yield* checkRows(EncounterRow, operation)([row]))[0]!))
     const document = row["doc_document_id"] == null
       ? Option.none<StoredDocument>()
-      : Option.some(toStoredDocument((yield* checkRows(JoinedDocumentRow, operation)([row]))[0]!))
+      : Option.some(toStoredDocument((yield* checkRows(JoinedDocumentRow, operation)([row]))[0]!, client.pool))
     if (row["transcript_provider"] == null) return { encounter, document, finalTranscript: Option.none<PublicFinalTranscript>() }
     const transcript = (yield* checkRows(JoinedTranscriptRow, operation)([row]))[0]!
     // Passed to the reply as it is, unparsed: parsing and checking each turn, then writing it

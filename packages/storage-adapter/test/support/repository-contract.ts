@@ -42,6 +42,7 @@ import {
   type FixtureEncounter,
   type Sql
 } from "../../src/index.js"
+import { embeddedObjectSeenIn, type MarkedRecordingReference } from "../../src/repositories/recording-object-mark.js"
 import type { TestDatabase, TestDatabaseFactory } from "../../src/testing/test-database.js"
 
 export const digestKey = Redacted.make("contract-suite-digest-key")
@@ -824,6 +825,8 @@ export const repositoryContract = (factory: TestDatabaseFactory) => {
         expect(tokensStored).toBe(0)
 
         const repository = yield* EncounterRepository
+        const db = yield* CurrentDatabase
+        const pg = yield* PgClient
         const patients = new Map(example.patients.map((patient) => [patient.patient_id, patient]))
         for (const fixtureEncounter of example.encounters) {
           const found = Option.getOrThrow(yield* repository.findEncounter(fixtureEncounter.encounter_id as EncounterId))
@@ -888,13 +891,40 @@ export const repositoryContract = (factory: TestDatabaseFactory) => {
               { withFinalTranscript: false }
             )
             expect(withoutTranscript).toEqual({ ...withTranscript, finalTranscript: Option.none() })
+            // For the audio route, the same, its recording marked if its object is stored.
+            const forAudioUrl = yield* repository.findEncounterAndDocument(
+              fixtureEncounter.encounter_id as EncounterId,
+              document.document_id as DocumentId,
+              { withFinalTranscript: false, forAudioUrl: true }
+            )
+            const { recording: markedRecording, ...forAudioUrlDocument } = Option.getOrThrow(forAudioUrl.document)
+            const { recording: _recording, ...storedDocument } = stored
+            expect({ ...forAudioUrl, document: forAudioUrlDocument }).toEqual({ ...withoutTranscript, document: storedDocument })
             if (document.recording == null) {
               expect(stored.recording).toBeNull()
+              expect(markedRecording).toBeNull()
             } else {
               expect(stored.recording?.contentType).toBe(document.recording.content_type)
+              const objectStored = "data_base64" in document.recording
               const audio = yield* AudioStorage
-              const exists = yield* audio.exists(stored.recording!)
-              expect(exists).toBe("data_base64" in document.recording)
+              db.queries.length = 0
+              expect(yield* audio.exists(stored.recording!)).toBe(objectStored)
+              expect(db.queries).toHaveLength(1)
+              expect({ storageKey: markedRecording?.storageKey, contentType: markedRecording?.contentType }).toEqual(stored.recording)
+              expect((markedRecording as MarkedRecordingReference)[embeddedObjectSeenIn] === pg.pool).toBe(objectStored)
+              // The storage answers from the mark, without a statement; an unmarked recording is read.
+              db.queries.length = 0
+              expect(yield* audio.exists(markedRecording!)).toBe(objectStored)
+              expect(db.queries).toHaveLength(objectStored ? 0 : 1)
+              // A mark from another database's pool is not taken on trust.
+              if (objectStored) {
+                const elsewhere = postgres("postgres://127.0.0.1:1/elsewhere")
+                const removed = yield* pg.run("test.remove-object", (sql) =>
+                  sql`DELETE FROM recording_objects WHERE storage_key = ${stored.recording!.storageKey} RETURNING storage_key, content_type, bytes`)
+                expect(yield* audio.exists({ ...stored.recording!, [embeddedObjectSeenIn]: elsewhere } as MarkedRecordingReference)).toBe(false)
+                yield* pg.run("test.restore-object", (sql) => sql`INSERT INTO recording_objects ${sql(removed[0]!)}`)
+                yield* Effect.promise(() => elsewhere.end())
+              }
             }
           }
         }
@@ -905,7 +935,6 @@ export const repositoryContract = (factory: TestDatabaseFactory) => {
           .flatMap((encounter) => encounter.documents.map((document) => ({ ...document, encounter_id: encounter.encounter_id })))
           .find((document) => document.transcript != null && document.transcript.turns.length > 0)
         if (transcribed === undefined) throw new Error("the example fixture has no transcript with turns")
-        const pg = yield* PgClient
         const servedTurns = Effect.map(
           repository.findEncounterAndDocument(
             transcribed.encounter_id as EncounterId,
