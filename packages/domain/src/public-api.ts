@@ -68,6 +68,19 @@ export interface DocumentPath extends EncounterPath {
 export const currentCaller: FiberRef.FiberRef<Caller | null> = FiberRef.unsafeMake<Caller | null>(null)
 
 /**
+ * A use case of the public API. Alone it answers the response; given `answer`, it answers what
+ * `answer` makes of the response (a server's JSON text of it), made inside the read's unit of
+ * work, before the unit waits for its commit. A group commit holds every member until its last
+ * one is done, and the objects a member still holds through that wait (its rows, its
+ * response) are what V8's scavenges copy and then promote to the old generation; its text is
+ * one string (README, "Performance"). `answer` only computes: nothing leaves before the
+ * commit, and a defect in it fails the unit of work, which then records nothing.
+ */
+export type PublicUseCase<Args extends ReadonlyArray<unknown>, A> = <B = A>(
+  ...args: [...Args, answer?: (response: A) => B]
+) => Effect.Effect<B, PublicApiError>
+
+/**
  * The five operations of the contract, each in the full order of checks: authentication,
  * route, approval, scopes, query, lookup, the route's own checks; then the disclosure events
  * are recorded in the same unit of work as the read, so nothing is answered unrecorded.
@@ -75,23 +88,14 @@ export const currentCaller: FiberRef.FiberRef<Caller | null> = FiberRef.unsafeMa
 export class PublicApi extends Context.Tag("@clinical-api/domain/PublicApi")<
   PublicApi,
   {
-    readonly listPublicEncounters: (request: PublicRequest) => Effect.Effect<PublicEncounterListResponse, PublicApiError>
-    readonly getPublicEncounter: (
-      request: PublicRequest,
-      path: EncounterPath
-    ) => Effect.Effect<PublicEncounterDetailResponse, PublicApiError>
-    readonly getPublicDocument: (
-      request: PublicRequest,
-      path: DocumentPath
-    ) => Effect.Effect<PublicDocumentDetailResponse, PublicApiError>
-    readonly getPublicDocumentTranscript: (
-      request: PublicRequest,
-      path: DocumentPath
-    ) => Effect.Effect<PublicDocumentTranscriptResponse, PublicApiError>
-    readonly getPublicDocumentAudio: (
-      request: PublicRequest,
-      path: DocumentPath
-    ) => Effect.Effect<PublicDocumentAudioResponse, PublicApiError>
+    readonly listPublicEncounters: PublicUseCase<[request: PublicRequest], PublicEncounterListResponse>
+    readonly getPublicEncounter: PublicUseCase<[request: PublicRequest, path: EncounterPath], PublicEncounterDetailResponse>
+    readonly getPublicDocument: PublicUseCase<[request: PublicRequest, path: DocumentPath], PublicDocumentDetailResponse>
+    readonly getPublicDocumentTranscript: PublicUseCase<
+      [request: PublicRequest, path: DocumentPath],
+      PublicDocumentTranscriptResponse
+    >
+    readonly getPublicDocumentAudio: PublicUseCase<[request: PublicRequest, path: DocumentPath], PublicDocumentAudioResponse>
   }
 >() {}
 
@@ -170,11 +174,22 @@ export const PublicApiLive = Layer.effect(
     const record = (events: ReadonlyArray<DisclosureEvent>) =>
       events.length === 0 ? Effect.void : disclosures.record(events)
 
-    /** Reads and records in one unit of work; any store failure becomes the contract's 503. */
-    const readAndRecord = <A>(effect: Effect.Effect<A, PublicApiError | StoreUnavailable | AudioStorageUnavailable>) =>
-      unitOfWork.transactionally(effect).pipe(
+    /**
+     * Reads and records in one unit of work, and makes the answer in it (`PublicUseCase`); any
+     * store failure becomes the contract's 503.
+     */
+    const readAndRecord = <A, B>(
+      effect: Effect.Effect<A, PublicApiError | StoreUnavailable | AudioStorageUnavailable>,
+      answer: ((response: A) => B) | undefined
+    ) => {
+      // Without `answer`, B is A: the default of `PublicUseCase`'s type parameter.
+      const answered = answer === undefined
+        ? effect as unknown as Effect.Effect<B, PublicApiError | StoreUnavailable | AudioStorageUnavailable>
+        : Effect.map(effect, answer)
+      return unitOfWork.transactionally(answered).pipe(
         Effect.catchTags({ StoreUnavailable: (cause) => Effect.fail(storeUnavailable(cause)), AudioStorageUnavailable: (cause) => Effect.fail(audioStorageUnavailable(cause)) })
       )
+    }
 
     function* findAccessibleEncounter(caller: Caller, rawEncounterId: string) {
       const encounterId = decodeEncounterId(rawEncounterId)
@@ -227,10 +242,13 @@ export const PublicApiLive = Layer.effect(
       return presentListResponse(page, listQuery)
     })
 
-    const listPublicEncounters = Effect.fnUntraced(function*(request: PublicRequest) {
+    const listPublicEncounters = Effect.fnUntraced(function*<B>(
+      request: PublicRequest,
+      answer?: (response: PublicEncounterListResponse) => B
+    ) {
       const caller = yield* authorize(request, "listPublicEncounters")
       const listQuery = yield* orRefuse(parseListQuery(request.query))
-      return yield* readAndRecord(readPage(caller, request, listQuery))
+      return yield* readAndRecord(readPage(caller, request, listQuery), answer)
     })
 
     const readEncounter = Effect.fnUntraced(function*(caller: Caller, request: PublicRequest, path: EncounterPath) {
@@ -246,12 +264,13 @@ export const PublicApiLive = Layer.effect(
       return presentDetailResponse(encounter)
     })
 
-    const getPublicEncounter = Effect.fnUntraced(function*(
+    const getPublicEncounter = Effect.fnUntraced(function*<B>(
       request: PublicRequest,
-      path: EncounterPath
+      path: EncounterPath,
+      answer?: (response: PublicEncounterDetailResponse) => B
     ) {
       const caller = yield* admit(request, "getPublicEncounter")
-      return yield* readAndRecord(readEncounter(caller, request, path))
+      return yield* readAndRecord(readEncounter(caller, request, path), answer)
     })
 
     /** The disclosure of one document, recorded in the read's unit of work. */
@@ -279,12 +298,13 @@ export const PublicApiLive = Layer.effect(
       return presentDocumentDetailResponse(document)
     })
 
-    const getPublicDocument = Effect.fnUntraced(function*(
+    const getPublicDocument = Effect.fnUntraced(function*<B>(
       request: PublicRequest,
-      path: DocumentPath
+      path: DocumentPath,
+      answer?: (response: PublicDocumentDetailResponse) => B
     ) {
       const caller = yield* admit(request, "getPublicDocument")
-      return yield* readAndRecord(readDocument(caller, request, path))
+      return yield* readAndRecord(readDocument(caller, request, path), answer)
     })
 
     const readTranscript = Effect.fnUntraced(function*(caller: Caller, request: PublicRequest, path: DocumentPath) {
@@ -296,12 +316,13 @@ export const PublicApiLive = Layer.effect(
       return presentTranscriptResponse(document, transcript)
     })
 
-    const getPublicDocumentTranscript = Effect.fnUntraced(function*(
+    const getPublicDocumentTranscript = Effect.fnUntraced(function*<B>(
       request: PublicRequest,
-      path: DocumentPath
+      path: DocumentPath,
+      answer?: (response: PublicDocumentTranscriptResponse) => B
     ) {
       const caller = yield* admit(request, "getPublicDocumentTranscript")
-      return yield* readAndRecord(readTranscript(caller, request, path))
+      return yield* readAndRecord(readTranscript(caller, request, path), answer)
     })
 
     const readAudioUrl = Effect.fnUntraced(function*(caller: Caller, request: PublicRequest, path: DocumentPath) {
@@ -314,12 +335,13 @@ export const PublicApiLive = Layer.effect(
       return presentAudioResponse(signed)
     })
 
-    const getPublicDocumentAudio = Effect.fnUntraced(function*(
+    const getPublicDocumentAudio = Effect.fnUntraced(function*<B>(
       request: PublicRequest,
-      path: DocumentPath
+      path: DocumentPath,
+      answer?: (response: PublicDocumentAudioResponse) => B
     ) {
       const caller = yield* admit(request, "getPublicDocumentAudio")
-      return yield* readAndRecord(readAudioUrl(caller, request, path))
+      return yield* readAndRecord(readAudioUrl(caller, request, path), answer)
     })
 
     return {

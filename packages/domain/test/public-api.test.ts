@@ -175,6 +175,53 @@ describe("PublicApi use cases (in-memory adapters)", () => {
       ])
     }).pipe(Effect.provide(TestLayer)))
 
+  it.effect("an answer is made from the same response inside the unit of work, before its commit; a refusal makes none", () =>
+    Effect.gen(function*() {
+      const api = yield* PublicApi
+      const store = yield* MemoryStore
+      const committed = () => Effect.runSync(Ref.get(store.disclosures)).length
+      const answers: Array<{ readonly response: unknown; readonly committedBefore: number }> = []
+      const answer = (response: unknown) => {
+        answers.push({ response, committedBefore: committed() })
+        return `answer ${answers.length}`
+      }
+      const encounterPath = { encounterId: "enc_1" }
+      const documentPath = { encounterId: "enc_1", documentId: "doc_audio" }
+      const answered = [
+        yield* api.listPublicEncounters(request(), answer),
+        yield* api.getPublicEncounter(request(), encounterPath, answer),
+        yield* api.getPublicDocument(request(), documentPath, answer),
+        yield* api.getPublicDocumentTranscript(request(), documentPath, answer),
+        yield* api.getPublicDocumentAudio(request(), documentPath, answer)
+      ]
+      expect(answered).toEqual(["answer 1", "answer 2", "answer 3", "answer 4", "answer 5"])
+      // Each answer saw only the events of the reads before it committed: the list's two, then one per read.
+      expect(answers.map((made) => made.committedBefore)).toEqual([0, 2, 3, 4, 5])
+      expect(committed()).toBe(6)
+      expect(answers.map((made) => made.response)).toEqual([
+        yield* api.listPublicEncounters(request()),
+        yield* api.getPublicEncounter(request(), encounterPath),
+        yield* api.getPublicDocument(request(), documentPath),
+        yield* api.getPublicDocumentTranscript(request(), documentPath),
+        yield* api.getPublicDocumentAudio(request(), documentPath)
+      ])
+
+      const refused = yield* Effect.exit(api.getPublicEncounter(request(), { encounterId: "enc_demo" }, answer))
+      expect(reasonOf(refused)).toBe("demo_training_denied")
+      expect(answers).toHaveLength(5)
+    }).pipe(Effect.provide(TestLayer)))
+
+  it.effect("an answer that throws fails the read as a defect and records nothing", () =>
+    Effect.gen(function*() {
+      const api = yield* PublicApi
+      const store = yield* MemoryStore
+      const exit = yield* Effect.exit(api.getPublicEncounter(request(), { encounterId: "enc_1" }, () => {
+        throw new TypeError("cannot encode")
+      }))
+      expect(Exit.isFailure(exit) && Cause.isDie(exit.cause)).toBe(true)
+      expect(yield* Ref.get(store.disclosures)).toEqual([])
+    }).pipe(Effect.provide(TestLayer)))
+
   it.effect("audio route: unsupported_document_type, audio_not_found, audio_storage_unavailable", () =>
     Effect.gen(function*() {
       const api = yield* PublicApi

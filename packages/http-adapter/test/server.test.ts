@@ -33,7 +33,8 @@ describe("HTTP server behaviour beyond the contract suite", () => {
   it("closing the server drains a request in flight before the scope closes", async () => {
     const server = await startMemoryServer(contractFixture, {}, (api) => ({
       ...api,
-      listPublicEncounters: (request) => Effect.zipRight(Effect.sleep("400 millis"), api.listPublicEncounters(request))
+      listPublicEncounters: (request, answer) =>
+        Effect.zipRight(Effect.sleep("400 millis"), api.listPublicEncounters(request, answer))
     }))
     const inFlight = send(server.baseUrl, paths.list(), { headers: bearer(tokens.riversideFull) })
     await new Promise((resolve) => setTimeout(resolve, 100))

@@ -139,30 +139,10 @@ const REQUEST_DEADLINE_MS = Duration.toMillis(REQUEST_DEADLINE)
 const deadlineByRace = <A, E>(useCase: Effect.Effect<A, E>): Effect.Effect<A, E | Cause.TimeoutException> =>
   useCase.pipe(Effect.timeout(REQUEST_DEADLINE), Effect.interruptible)
 
-/** The use case of a matched operation, with its path parameters as the router read them. */
-const useCaseOf = (
-  api: Context.Tag.Service<PublicApi>,
-  operationId: OperationId,
-  params: RouteMatch["params"],
-  request: PublicRequest
-): Effect.Effect<unknown, PublicApiError> => {
-  const encounterId = params.encounter_id ?? ""
-  const documentId = params.document_id ?? ""
-  switch (operationId) {
-    case "listPublicEncounters":
-      return api.listPublicEncounters(request)
-    case "getPublicEncounter":
-      return api.getPublicEncounter(request, { encounterId })
-    case "getPublicDocument":
-      return api.getPublicDocument(request, { encounterId, documentId })
-    case "getPublicDocumentTranscript":
-      return api.getPublicDocumentTranscript(request, { encounterId, documentId })
-    case "getPublicDocumentAudio":
-      return api.getPublicDocumentAudio(request, { encounterId, documentId })
-  }
-}
-
 /**
+ * The use case of a matched operation, with its path parameters as the router read them,
+ * answering its body's JSON text, made in the read's unit of work (`PublicUseCase`).
+ *
  * The five operations are served straight from the domain: the body is the presenter's value
  * as JSON (the resource schemas' encoded form: their one transformation, Timestamp, encodes a
  * Date as `toISOString()`, which is what JSON.stringify writes; `present.test.ts` holds the
@@ -173,10 +153,32 @@ const useCaseOf = (
  * path, which took 45% of the CPU of a list page over an in-memory store; and what the store
  * keeps as JSON text (a transcript's turns) is written as it is.
  */
-const jsonReply = (body: unknown): JsonReply => ({
+const useCaseOf = (
+  api: Context.Tag.Service<PublicApi>,
+  operationId: OperationId,
+  params: RouteMatch["params"],
+  request: PublicRequest
+): Effect.Effect<string, PublicApiError> => {
+  const encounterId = params.encounter_id ?? ""
+  const documentId = params.document_id ?? ""
+  switch (operationId) {
+    case "listPublicEncounters":
+      return api.listPublicEncounters(request, jsonText)
+    case "getPublicEncounter":
+      return api.getPublicEncounter(request, { encounterId }, jsonText)
+    case "getPublicDocument":
+      return api.getPublicDocument(request, { encounterId, documentId }, jsonText)
+    case "getPublicDocumentTranscript":
+      return api.getPublicDocumentTranscript(request, { encounterId, documentId }, jsonText)
+    case "getPublicDocumentAudio":
+      return api.getPublicDocumentAudio(request, { encounterId, documentId }, jsonText)
+  }
+}
+
+const jsonReply = (body: string): JsonReply => ({
   _tag: "Json",
   status: 200,
-  body: jsonText(body),
+  body,
   allowGet: false
 })
 
@@ -230,7 +232,7 @@ const answered = (response: HttpServerResponse.HttpServerResponse): Outcome => (
 })
 
 /** The outcome of a use case's exit, with the organization of the caller it authorized, if any. */
-const outcomeOf = (served: Exit.Exit<unknown, unknown>, caller: Caller | null): Outcome => {
+const outcomeOf = (served: Exit.Exit<string, unknown>, caller: Caller | null): Outcome => {
   const organizationId = caller === null ? null : caller.organizationId
   if (Exit.isSuccess(served)) return { reply: jsonReply(served.value), reasonCode: null, detail: null, organizationId }
   const failure = Cause.failureOption(served.cause)
