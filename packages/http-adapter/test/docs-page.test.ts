@@ -32,6 +32,12 @@ describe.skipIf(chromiumMissing)("docs page in headless Chromium", () => {
       for (const operationId of operationIds) {
         await page.getByText(operationDocs[operationId].summary, { exact: true }).first().waitFor({ state: "attached", timeout: 20_000 })
       }
+      // Scalar draws the sidebar first and the introduction's heading some 400 ms later (more
+      // on a loaded machine): read the page only once both are there.
+      await page.getByRole("heading", { name: "Clinical Encounter Public API", exact: true }).first().waitFor({
+        state: "visible",
+        timeout: 20_000
+      })
       const text = await page.locator("body").innerText()
       for (const operationId of operationIds) expect(text).toContain(operationDocs[operationId].summary)
       expect(text).toContain("Clinical Encounter Public API")
