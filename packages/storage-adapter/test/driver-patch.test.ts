@@ -78,7 +78,7 @@ if (databaseUrl === undefined || databaseUrl === "") {
     })
 
     it("once warm, V8 aborts no optimization of the driver's code (with the species getters it aborted dozens a second)", () => {
-      // Measured here: none with the patch in eight runs; 68 and 69 in the 3 s without it.
+      // Measured here: none with the patch; about 70 in the 3 s without it.
       const script = fileURLToPath(new URL("./support/optimization-aborts.mjs", import.meta.url))
       const output = execFileSync(process.execPath, ["--trace-opt", script], {
         env: { ...process.env, DATABASE_URL: databaseUrl },
@@ -88,7 +88,8 @@ if (databaseUrl === undefined || databaseUrl === "") {
       const lines = output.split("\n")
       const measured = lines.slice(lines.indexOf("measuring"))
       expect(measured[0]).toBe("measuring")
-      expect(measured.at(-2)).toMatch(/^queries \d+$/)
+      // The script's last line; V8's own lines may still follow it.
+      expect(measured.some((line) => /^queries \d+$/.test(line))).toBe(true)
       expect(measured.filter((line) => line.startsWith("[aborted optimizing"))).toEqual([])
     }, 60_000)
 

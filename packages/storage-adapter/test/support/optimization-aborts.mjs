@@ -1,12 +1,13 @@
 // Run by driver-patch.test.ts as `node --trace-opt optimization-aborts.mjs`, with DATABASE_URL
-// set: eight workers run prepared queries through postgres.js for a few seconds; the line
-// "measuring" marks the end of the warm-up. V8 prints every optimization it starts, finishes and
-// aborts; the test counts the aborts after the mark.
+// set: eight workers run prepared queries through postgres.js, 20,000 to warm up (counted, not
+// timed: a loaded machine takes longer to get there), then for 3 s more; the line "measuring"
+// marks the end of the warm-up. V8 prints every optimization it starts, finishes and aborts; the
+// test counts the aborts after the mark.
 import process from "node:process"
 import { setTimeout } from "node:timers"
 import postgres from "postgres"
 
-const warmUpMs = 1500
+const warmUpQueries = 20_000
 const measureMs = 3000
 const sql = postgres(process.env.DATABASE_URL, { max: 8, onnotice: () => {} })
 let stop = false
@@ -18,7 +19,7 @@ const worker = async () => {
   }
 }
 const workers = Array.from({ length: 8 }, worker)
-await new Promise((done) => setTimeout(done, warmUpMs))
+while (queries < warmUpQueries) await new Promise((done) => setTimeout(done, 50))
 process.stdout.write("measuring\n")
 await new Promise((done) => setTimeout(done, measureMs))
 stop = true
