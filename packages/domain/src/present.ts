@@ -184,10 +184,17 @@ export class PresentedFinalTranscript extends PreEncodedJson implements PublicFi
     super()
     this.#turnsText = turnsText
     // An own property, as on any other transcript: the resource schema reads own keys only.
-    Object.defineProperty(this, "turns", {
-      enumerable: true,
-      get: () => this.#turns ??= JSON.parse(this.#turnsText) as ReadonlyArray<PublicTranscriptTurn>
-    })
+    Object.defineProperty(this, "turns", { enumerable: true, get: PresentedFinalTranscript.#parseTurns })
+  }
+
+  /**
+   * One getter for every instance, never a closure made per instance: each new closure gave
+   * its transcript a V8 map of its own in the old generation, which kept the closure, the
+   * transcript and its text alive through every scavenge until the next full collection
+   * (README, "Performance").
+   */
+  static readonly #parseTurns = function(this: PresentedFinalTranscript): ReadonlyArray<PublicTranscriptTurn> {
+    return this.#turns ??= JSON.parse(this.#turnsText) as ReadonlyArray<PublicTranscriptTurn>
   }
 
   get jsonText(): string {

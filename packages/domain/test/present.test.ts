@@ -370,3 +370,17 @@ describe("the wire form of every response is JSON.stringify of the presenter's v
     expect(jsonText(response)).toContain(turnsText)
   })
 })
+
+  it("every presented transcript reads its turns through one getter, not a closure of its own, and parses them once", () => {
+    // A closure per instance gave each transcript a V8 map of its own in the old generation,
+    // which kept it and its text alive through every scavenge (README, "Performance").
+    const first = new PresentedFinalTranscript("acme-asr", 20, `[{"speaker" : "A", "text" : "first", "start" : 0, "end" : 4}]`)
+    const second = new PresentedFinalTranscript("acme-asr", null, "[]")
+    const getterOf = (transcript: PresentedFinalTranscript) => Object.getOwnPropertyDescriptor(transcript, "turns")?.get
+    expect(getterOf(first)).toBeTypeOf("function")
+    expect(getterOf(first)).toBe(getterOf(second))
+    expect(Object.keys(first)).toContain("turns")
+    expect(first.turns).toEqual([{ speaker: "A", text: "first", start: 0, end: 4 }])
+    expect(first.turns).toBe(first.turns)
+    expect(second.turns).toEqual([])
+  })
