@@ -369,7 +369,6 @@ describe("the wire form of every response is JSON.stringify of the presenter's v
     })
     expect(jsonText(response)).toContain(turnsText)
   })
-})
 
   it("every presented transcript reads its turns through one getter, not a closure of its own, and parses them once", () => {
     // A closure per instance gave each transcript a V8 map of its own in the old generation,
@@ -384,3 +383,4 @@ describe("the wire form of every response is JSON.stringify of the presenter's v
     expect(first.turns).toBe(first.turns)
     expect(second.turns).toEqual([])
   })
+})
