@@ -7,7 +7,7 @@ import { Effect, Exit, Scope } from "effect"
 export const openPool = async (url: string, maxConnections: number) => {
   const scope = Effect.runSync(Scope.make())
   const client = await Effect.runPromise(makePgClient({ url, maxConnections }).pipe(Scope.extend(scope)))
-  return { sql: client.pool, close: () => Effect.runPromise(Scope.close(scope, Exit.void)) }
+  return { sql: client.currentPool(), close: () => Effect.runPromise(Scope.close(scope, Exit.void)) }
 }
 
 /** CPU seconds (user + system) of a process, from /proc/{pid}/stat (in clock ticks of 1/100 s). */

@@ -59,11 +59,11 @@ const env = (name: string, fallback?: string): string => {
 
 // The storage adapter's pool (postgres.js) is used raw: no Effect on the request path.
 const poolScope = Effect.runSync(Scope.make())
-const { pool: sql } = await Effect.runPromise(
+const sql = (await Effect.runPromise(
   makePgClient({ url: env("DATABASE_URL"), maxConnections: Number(env("DATABASE_POOL_MAX", "10")), prepare: true }).pipe(
     Scope.extend(poolScope)
   )
-)
+)).currentPool()
 const digestKey = Redacted.make(env("API_KEY_DIGEST_KEY"))
 const mediaSigningKey = Redacted.make(env("MEDIA_SIGNING_KEY"))
 const mediaBaseUrl = env("MEDIA_BASE_URL")

@@ -8,7 +8,7 @@ import { IdGeneratorLive } from "./repositories/id-generator.js"
 import { OrganizationStoreLive } from "./repositories/organization-store.js"
 import { UnitOfWorkLive } from "./repositories/unit-of-work.js"
 import { AudioStorageFromConfig } from "./s3/audio-storage-from-config.js"
-import { PgClientFromConfig } from "./sql/database-layer.js"
+import { DatabaseLocationFromConfig, OperatorPgClient, ServicePgClient } from "./sql/database-layer.js"
 
 /** The domain's data ports on PostgreSQL, for a given `PgClient`. */
 export const PostgresPortsLive = Layer.mergeAll(
@@ -19,18 +19,22 @@ export const PostgresPortsLive = Layer.mergeAll(
   UnitOfWorkLive
 )
 
-/** Applies pending migrations when the layer is built (start-up). */
-export const MigrateOnStart = Layer.effectDiscard(migrate().pipe(Effect.withSpan("migrate.onStart")))
+/**
+ * Applies pending migrations when the layer is built (start-up), on a client of their own that
+ * is closed afterwards: a migration may take longer than a request's statement may.
+ */
+export const MigrateOnStart = Layer.effectDiscard(migrate().pipe(Effect.provide(OperatorPgClient), Effect.withSpan("migrate.onStart")))
 
 /**
  * Everything the service and the operator tooling need, from configuration: the database
  * (`DATABASE_URL` or the embedded PGlite), migrated at start-up, the ports, the audio storage
  * (`AUDIO_STORAGE`: embedded or S3), ids and the operator store. The media base URL (where
  * the service serves embedded audio) comes from the composition root. Releasing it closes
- * the pool (and PGlite).
+ * the pool (and PGlite). Its client bounds every statement (`DATABASE_STATEMENT_TIMEOUT_MS`).
  */
 export const StorageFromConfig = Layer.mergeAll(PostgresPortsLive, AudioStorageFromConfig, OperatorStoreLive).pipe(
   Layer.provideMerge(IdGeneratorLive),
   Layer.provideMerge(MigrateOnStart),
-  Layer.provideMerge(PgClientFromConfig)
+  Layer.provideMerge(ServicePgClient),
+  Layer.provideMerge(DatabaseLocationFromConfig)
 )

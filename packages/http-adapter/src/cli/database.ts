@@ -1,5 +1,6 @@
 import type { AudioStorage, IdGenerator, PublicApiEnvironment, StoreUnavailable } from "@clinical-api/domain"
 import {
+  type DatabaseLocation,
   type EmbeddedAudioObjects,
   AudioStorageFromConfig,
   MediaBaseUrlLayer,
@@ -94,7 +95,7 @@ export const OperatorServicesLive = Layer.mergeAll(
   Layer.provideMerge(PgClientFromConfig)
 )
 
-export type OperatorServices = PgClient | OperatorStore | IdGenerator | AudioStorage | EmbeddedAudioObjects
+export type OperatorServices = PgClient | OperatorStore | IdGenerator | AudioStorage | EmbeddedAudioObjects | DatabaseLocation
 
 export interface DatabaseOptions {
   /** `migrate` itself runs on a schema that is not current; every other command refuses one. */

@@ -113,7 +113,7 @@ const readDatabaseGauges = (pg: PgClientService): Effect.Effect<Option.Option<Da
     Effect.timeoutFail({ duration: PROBE_TIMEOUT, onTimeout: () => "timeout" as const }),
     Effect.map(([connections, deliveries]) =>
       Option.some({
-        poolMax: pg.pool.options.max,
+        poolMax: pg.maxConnections,
         connectionsByState: connections.map((row) => ({ state: row.state ?? "unknown", count: row.count })),
         deliveriesByState: new Map(deliveries.map((row) => [row.state, row.count]))
       })

@@ -166,7 +166,7 @@ const makeEmbedded = (signingKey: Redacted.Redacted<string>, mediaBaseUrl: Effec
     // On the request path: untraced, as a span costs about 12 µs per call even with no tracer
     // configured, some 4% of the CPU of a detail read (README, "Performance").
     const exists = Effect.fnUntraced(function* (reference: MarkedRecordingReference) {
-      if (reference[embeddedObjectSeenIn] === client.pool) return true
+      if (reference[embeddedObjectSeenIn] === client) return true
       const rows = yield* client
         .run("audio.exists", (sql) => sql`SELECT 1 FROM recording_objects WHERE storage_key = ${reference.storageKey}`)
         .pipe(Effect.mapError(toAudioUnavailable("audio.exists")))

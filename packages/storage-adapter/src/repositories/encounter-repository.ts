@@ -21,7 +21,7 @@ import {
 } from "@clinical-api/domain"
 import { Effect, Layer, Option, Schema } from "effect"
 import { checkRows, decodeRows } from "../sql/decode.js"
-import { type Fragment, PgClient, type Sql } from "../sql/pg-client.js"
+import { type Fragment, PgClient, type PgClientService, type Sql } from "../sql/pg-client.js"
 import { embeddedObjectSeenIn, type MarkedRecordingReference } from "./recording-object-mark.js"
 
 /** The row schemas are exported for `row-guard.test.ts`, which checks their compiled guards. */
@@ -327,14 +327,14 @@ const toStoredEncounter = (
   documents: ReadonlyArray<StoredDocumentSummary>
 ): StoredEncounter => Object.assign(toStoredEncounterHead(row), { documents })
 
-const toRecordingReference = (row: typeof JoinedDocumentRow.Type, pool: Sql): MarkedRecordingReference | null =>
+const toRecordingReference = (row: typeof JoinedDocumentRow.Type, seenBy: PgClientService): MarkedRecordingReference | null =>
   row.storage_key === null || row.content_type === null
     ? null
     : row.recording_object_stored === true
-    ? { storageKey: row.storage_key, contentType: row.content_type, [embeddedObjectSeenIn]: pool }
+    ? { storageKey: row.storage_key, contentType: row.content_type, [embeddedObjectSeenIn]: seenBy }
     : { storageKey: row.storage_key, contentType: row.content_type }
 
-const toStoredDocument = (row: typeof JoinedDocumentRow.Type, pool: Sql): StoredDocument => ({
+const toStoredDocument = (row: typeof JoinedDocumentRow.Type, seenBy: PgClientService): StoredDocument => ({
   documentId: row.doc_document_id,
   encounterId: row.doc_encounter_id,
   schemaType: row.doc_schema_type,
@@ -345,7 +345,7 @@ const toStoredDocument = (row: typeof JoinedDocumentRow.Type, pool: Sql): Stored
   createdAt: row.doc_created_at,
   updatedAt: row.doc_updated_at,
   contentMarkdown: row.doc_content_markdown,
-  recording: toRecordingReference(row, pool)
+  recording: toRecordingReference(row, seenBy)
 })
 
 const toDocumentSummary = (row: DocumentSummaryRow): StoredDocumentSummary => ({
@@ -432,7 +432,7 @@ export const makeEncounterRepository = Effect.gen(function* () {
       : Option.some(toStoredEncounterHead((yield* checkRows(EncounterRow, operation)([row]))[0]!))
     const document = row["doc_document_id"] == null
       ? Option.none<StoredDocument>()
-      : Option.some(toStoredDocument((yield* checkRows(JoinedDocumentRow, operation)([row]))[0]!, client.pool))
+      : Option.some(toStoredDocument((yield* checkRows(JoinedDocumentRow, operation)([row]))[0]!, client))
     if (row["transcript_provider"] == null) return { encounter, document, finalTranscript: Option.none<PublicFinalTranscript>() }
     const transcript = (yield* checkRows(JoinedTranscriptRow, operation)([row]))[0]!
     // Passed to the reply as it is, unparsed: parsing and checking each turn, then writing it

@@ -1,22 +1,85 @@
-import { Config, Effect, Layer, Option, Redacted } from "effect"
+import { Config, ConfigError, Context, Effect, Either, Layer, Option, Redacted } from "effect"
 import { EMBEDDED_MAX_CONNECTIONS, startEmbeddedPostgres } from "../embedded/embedded-postgres.js"
-import { makePgClient, PgClient } from "./pg-client.js"
+import { makePgClient, PgClient, type PgClientOptions } from "./pg-client.js"
 
 /**
- * Database selection, read when the layer is built: `DATABASE_URL` set (and not empty) selects
- * that PostgreSQL server (`DATABASE_POOL_MAX` connections, default 10); otherwise the embedded
- * PGlite, in memory or in `PGLITE_DATA_DIR` when that is set.
+ * Where the database is, read when the layer is built: `DATABASE_URL` set (and not empty)
+ * names a PostgreSQL server (`DATABASE_POOL_MAX` connections, default 10); otherwise the
+ * embedded PGlite is started here, in memory or in `PGLITE_DATA_DIR` when that is set, and
+ * stopped when the layer is released.
  */
-export const PgClientFromConfig = Layer.scoped(
-  PgClient,
+export interface DatabaseLocationService {
+  readonly url: Redacted.Redacted<string>
+  readonly embedded: boolean
+  readonly maxConnections: number
+}
+
+export class DatabaseLocation extends Context.Tag("@clinical-api/storage-adapter/DatabaseLocation")<
+  DatabaseLocation,
+  DatabaseLocationService
+>() {}
+
+export const DatabaseLocationFromConfig = Layer.scoped(
+  DatabaseLocation,
   Effect.gen(function* () {
     const databaseUrl = yield* Config.option(Config.redacted("DATABASE_URL"))
     if (Option.isSome(databaseUrl) && Redacted.value(databaseUrl.value).trim() !== "") {
       const maxConnections = yield* Config.integer("DATABASE_POOL_MAX").pipe(Config.withDefault(10))
-      return yield* makePgClient({ url: databaseUrl.value, maxConnections })
+      return { url: databaseUrl.value, embedded: false, maxConnections }
     }
     const dataDir = yield* Config.option(Config.nonEmptyString("PGLITE_DATA_DIR"))
     const embedded = yield* startEmbeddedPostgres({ dataDir: Option.getOrUndefined(dataDir) })
-    return yield* makePgClient({ url: embedded.url, maxConnections: EMBEDDED_MAX_CONNECTIONS, prepare: false })
+    return { url: Redacted.make(embedded.url), embedded: true, maxConnections: EMBEDDED_MAX_CONNECTIONS }
   })
 )
+
+/** The default of `DATABASE_STATEMENT_TIMEOUT_MS`: far above any statement of a request, far below its 10 s deadline. */
+export const STATEMENT_TIMEOUT_DEFAULT_MS = 2000
+
+/**
+ * `DATABASE_STATEMENT_TIMEOUT_MS`: the longest one statement of a request may take. The server
+ * cancels it then (`statement_timeout`; the embedded PGlite cannot) and the client stops
+ * waiting, so the request is answered 503 at once instead of at its deadline.
+ */
+export const statementTimeoutConfig = Config.string("DATABASE_STATEMENT_TIMEOUT_MS").pipe(
+  Config.withDefault(String(STATEMENT_TIMEOUT_DEFAULT_MS)),
+  Config.mapOrFail((text) => {
+    const value = /^[1-9][0-9]*$/.test(text.trim()) ? Number(text.trim()) : Number.NaN
+    return Number.isSafeInteger(value) && value >= 100 && value <= 60_000
+      ? Either.right(value)
+      : Either.left(ConfigError.InvalidData(
+        [],
+        `DATABASE_STATEMENT_TIMEOUT_MS must be an integer from 100 to 60000, got ${JSON.stringify(text)}`
+      ))
+  })
+)
+
+const clientOptions = (location: DatabaseLocationService): PgClientOptions => ({
+  url: location.url,
+  maxConnections: location.maxConnections,
+  // PGlite's single session is shared, so no named statements there.
+  prepare: !location.embedded
+})
+
+/** The request path's client: every statement bounded by `DATABASE_STATEMENT_TIMEOUT_MS`. */
+export const ServicePgClient = Layer.scoped(
+  PgClient,
+  Effect.gen(function* () {
+    const location = yield* DatabaseLocation
+    const statementTimeoutMs = yield* statementTimeoutConfig
+    return yield* makePgClient({
+      ...clientOptions(location),
+      statementTimeoutMs,
+      serverStatementTimeout: !location.embedded
+    })
+  })
+)
+
+/** The operator's client (migrations, fixtures, the command line): statements as long as they need. */
+export const OperatorPgClient = Layer.scoped(
+  PgClient,
+  Effect.flatMap(DatabaseLocation, (location) => makePgClient(clientOptions(location)))
+)
+
+/** `OperatorPgClient` on the configured database. */
+export const PgClientFromConfig = OperatorPgClient.pipe(Layer.provideMerge(DatabaseLocationFromConfig))

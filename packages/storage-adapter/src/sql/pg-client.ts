@@ -1,5 +1,5 @@
 import { StoreUnavailable } from "@clinical-api/domain"
-import { Context, Effect, Exit, FiberRef, Layer, Redacted, type Scope } from "effect"
+import { Context, Data, Effect, Exit, FiberRef, Layer, Redacted, type Scope } from "effect"
 import postgres from "postgres"
 
 /**
@@ -27,11 +27,24 @@ export interface PgClientOptions {
   readonly maxGroups?: number
   /** Units of work one group transaction holds at most (default 64). */
   readonly maxGroupSize?: number
+  /**
+   * The longest one statement may take, in milliseconds (default: no limit). The client gives
+   * up on it then, failing with `StoreUnavailable`; with `serverStatementTimeout` the server
+   * also cancels it (`statement_timeout`), so a hung statement frees its connection too.
+   */
+  readonly statementTimeoutMs?: number
+  /** Send `statement_timeout` to the server (not to the embedded PGlite, which cannot enforce it). */
+  readonly serverStatementTimeout?: boolean
 }
 
 export interface PgClientService {
-  /** The pool itself. Prefer `run`, which joins the current transaction. */
-  readonly pool: Sql
+  /** The pool's size. */
+  readonly maxConnections: number
+  /**
+   * The pool statements go to now, for tools that drive postgres.js directly. It is replaced
+   * after a connection fault, so read it again for each use; the service itself uses `run`.
+   */
+  readonly currentPool: () => Sql
   /** Runs `query` on the current transaction's connection, or on the pool outside one. */
   readonly run: <A>(operation: string, query: (sql: Sql) => Promise<A>) => Effect.Effect<A, StoreUnavailable>
   /**
@@ -69,6 +82,27 @@ export class PgClient extends Context.Tag("@clinical-api/storage-adapter/PgClien
 /** A statement that writes rows (see `appendAtCommit`). */
 export type RowsStatement<R> = (sql: Sql, rows: ReadonlyArray<R>) => Promise<unknown>
 
+/** The cause of a `StoreUnavailable` when a statement's connection was lost or did not answer in time. */
+export class ConnectionLost extends Data.TaggedError("ConnectionLost")<{ readonly message: string }> {}
+
+/**
+ * A pool of postgres.js and what is known of its health. postgres.js 3.4.9 must never send on a
+ * connection whose socket has closed: a statement sent on a reserved connection after its
+ * backend went away throws from a timer callback and ends the process, and a connection that
+ * closes with a write still buffered never sends again (porsager/postgres#1208, #1154). So once
+ * any established connection of a pool closes, the pool is retired: nothing more is sent on it,
+ * what waits on it fails at once, and the next statement opens a fresh pool. Nothing in this
+ * client closes a connection by itself (no idle or lifetime limit), so every such close is a fault.
+ */
+interface Generation {
+  readonly sql: Sql
+  retired: boolean
+  /** Connections that have sent a statement, by postgres.js's id: their close is a fault. */
+  readonly established: Set<number>
+  /** Statements waiting for their answer, failed at once when the pool is retired. */
+  readonly waiting: Set<(cause: ConnectionLost) => void>
+}
+
 interface DeferredWrite {
   readonly operation: string
   readonly statement: RowsStatement<unknown>
@@ -76,7 +110,8 @@ interface DeferredWrite {
 }
 
 interface CurrentTransaction {
-  readonly pool: Sql
+  readonly client: object
+  readonly generation: Generation
   readonly connection: postgres.ReservedSql
   /** The `appendAtCommit` writes of this transaction, in order. */
   readonly atCommit: Array<DeferredWrite>
@@ -87,128 +122,228 @@ const currentTransaction = FiberRef.unsafeMake<CurrentTransaction | null>(null)
 
 const unavailable = (operation: string) => (cause: unknown) => new StoreUnavailable({ operation, cause })
 
-/**
- * Sends the deferred writes and COMMIT at once (postgres.js writes the statements of one tick
- * in one packet) and resolves with the first failure, if any. A failed write aborts the
- * transaction, so the COMMIT that follows it only rolls back: the first failure is the
- * transaction's failure.
- */
-const commitWith = async (
-  connection: postgres.ReservedSql,
-  atCommit: ReadonlyArray<DeferredWrite>
-): Promise<StoreUnavailable | undefined> => {
-  const merged = new Map<RowsStatement<unknown>, { readonly operation: string; readonly rows: Array<unknown> }>()
-  for (const write of atCommit) {
-    const entry = merged.get(write.statement)
-    if (entry === undefined) merged.set(write.statement, { operation: write.operation, rows: [...write.rows] })
-    else for (const row of write.rows) entry.rows.push(row)
-  }
-  const operations = [...merged.values()].map((entry) => entry.operation)
-  // A postgres.js query is sent in the order it is first awaited or executed, not built: each
-  // write is started (`then`) before the COMMIT is, so none can follow it.
-  const writes = [...merged].map(([statement, entry]) => statement(connection, entry.rows).then((value) => value))
-  const settled = await Promise.allSettled([...writes, connection`COMMIT`.execute()])
-  const failed = settled.findIndex((outcome) => outcome.status === "rejected")
-  const outcome = settled[failed]
-  if (outcome === undefined || outcome.status !== "rejected") return undefined
-  return unavailable(operations[failed] ?? "transaction.commit")(outcome.reason)
-}
+const connectionLost = new ConnectionLost({ message: "the database connection was lost" })
+
+/** Reconnection delay after failed attempts, in seconds: short, so service resumes soon after the server does. */
+const reconnectBackoff = (attempts: number) => Math.min(0.05 * 2 ** attempts, 0.5)
+
+/** How long a retired pool's statements already on healthy connections may take before the pool is closed. */
+const RETIRED_POOL_GRACE_SECONDS = 5
+
+const noop = () => {}
 
 /**
- * One group transaction: members join while it forms, run their effects on its connection
- * once it has begun, and leave (with their writes if they succeeded); when the last has left,
- * the group commits and tells every member the outcome.
+ * Settles as `statement()` does, unless `generation` is retired first (then nothing is sent, or
+ * the answer is no longer awaited) or `timeoutMs` passes (then `onTimeout` runs). A value that
+ * arrives after its caller stopped waiting goes to `discard`.
  */
-interface TransactionGroup {
-  size: number
-  left: number
-  /** Set when the connection is reserved and BEGIN sent, or the reservation failed. */
-  begun: { readonly connection: postgres.ReservedSql; readonly begin: Promise<unknown> } | StoreUnavailable | undefined
-  /** Set when the group has committed (`null`) or failed. */
-  outcome: StoreUnavailable | null | undefined
-  finishing: boolean
-  readonly writes: Array<DeferredWrite>
-  readonly onBegun: Array<() => void>
-  readonly onOutcome: Array<() => void>
-}
+const guarded = <A>(
+  generation: Generation,
+  statement: () => Promise<A>,
+  timeoutMs: number,
+  onTimeout: () => void,
+  discard?: (late: A) => void
+): Promise<A> =>
+  new Promise<A>((resolve, reject) => {
+    if (generation.retired) return reject(connectionLost)
+    let settled = false
+    let timer: ReturnType<typeof setTimeout> | undefined
+    const stopWaiting = () => {
+      settled = true
+      generation.waiting.delete(abandon)
+      if (timer !== undefined) clearTimeout(timer)
+    }
+    const abandon = (cause: unknown) => {
+      if (settled) return
+      stopWaiting()
+      reject(cause)
+    }
+    generation.waiting.add(abandon)
+    if (timeoutMs > 0) {
+      timer = setTimeout(() => {
+        abandon(new ConnectionLost({ message: `no answer within ${timeoutMs} ms` }))
+        onTimeout()
+      }, timeoutMs)
+    }
+    let pending: Promise<A>
+    try {
+      pending = statement()
+    } catch (cause) {
+      return abandon(cause)
+    }
+    pending.then((value) => {
+      if (settled) return discard?.(value)
+      stopWaiting()
+      resolve(value)
+    }, abandon)
+  })
 
 export const makePgClient = (options: PgClientOptions): Effect.Effect<PgClientService, never, Scope.Scope> =>
   // eslint-disable-next-line no-restricted-syntax -- made once, when the layer is built
   Effect.gen(function* () {
     const url = Redacted.isRedacted(options.url) ? Redacted.value(options.url) : options.url
     const onQuery = options.onQuery
-    const pool = yield* Effect.acquireRelease(
-      Effect.sync(() =>
-        postgres(url, {
-          max: options.maxConnections ?? 10,
+    const maxConnections = options.maxConnections ?? 10
+    const statementTimeoutMs = options.statementTimeoutMs ?? 0
+    const client = {}
+    let current: Generation | undefined
+    let closed = false
+
+    const retire = (generation: Generation) => {
+      if (generation.retired) return
+      generation.retired = true
+      if (current === generation) current = undefined
+      for (const abandon of [...generation.waiting]) abandon(connectionLost)
+      generation.sql.end({ timeout: RETIRED_POOL_GRACE_SECONDS }).catch(noop)
+    }
+
+    const openGeneration = (): Generation => {
+      const established = new Set<number>()
+      const generation: Generation = {
+        sql: postgres(url, {
+          max: maxConnections,
           connect_timeout: options.connectTimeoutSeconds ?? 10,
           prepare: options.prepare ?? true,
-          onnotice: () => {},
-          ...(onQuery === undefined ? {} : { debug: (_connection: number, query: string) => onQuery(query) })
-        })
-      ),
-      (sql) => Effect.promise(() => sql.end({ timeout: 5 }))
+          idle_timeout: 0,
+          max_lifetime: null,
+          backoff: reconnectBackoff,
+          onnotice: noop,
+          ...(statementTimeoutMs > 0 && options.serverStatementTimeout === true
+            ? { connection: { statement_timeout: statementTimeoutMs } }
+            : {}),
+          debug: (connection: number, query: string) => {
+            established.add(connection)
+            onQuery?.(query)
+          },
+          onclose: (connection: number) => {
+            if (established.has(connection)) retire(generation)
+          }
+        }),
+        retired: false,
+        established,
+        waiting: new Set()
+      }
+      return generation
+    }
+
+    const generation = (): Generation => {
+      if (closed) throw new Error("the database client is closed")
+      if (current === undefined || current.retired) current = openGeneration()
+      return current
+    }
+
+    yield* Effect.addFinalizer(() =>
+      Effect.promise(async () => {
+        closed = true
+        const last = current
+        current = undefined
+        if (last !== undefined && !last.retired) await last.sql.end({ timeout: 5 }).catch(noop)
+      })
     )
 
-    const connectionFor = Effect.map(FiberRef.get(currentTransaction), (current) =>
-      current !== null && current.pool === pool ? current.connection : pool
-    )
+    /** A statement outside a transaction: it may only wait long for a free connection. */
+    const sendOnPool = <A>(query: (sql: Sql) => Promise<A>): Promise<A> => {
+      const target = generation()
+      return guarded(target, () => query(target.sql), statementTimeoutMs, noop)
+    }
+
+    /** One on a reserved connection that outlives its time-out leaves it in an unknown state: the pool goes. */
+    const sendOn = <A>(transaction: CurrentTransaction, query: (sql: Sql) => Promise<A>): Promise<A> =>
+      guarded(transaction.generation, () => query(transaction.connection), statementTimeoutMs, () =>
+        retire(transaction.generation))
 
     const run = <A>(operation: string, query: (sql: Sql) => Promise<A>): Effect.Effect<A, StoreUnavailable> =>
-      Effect.flatMap(connectionFor, (sql) => Effect.tryPromise({ try: () => query(sql), catch: unavailable(operation) }))
+      Effect.flatMap(FiberRef.get(currentTransaction), (transaction) =>
+        Effect.tryPromise({
+          try: () =>
+            transaction !== null && transaction.client === client ? sendOn(transaction, query) : sendOnPool(query),
+          catch: unavailable(operation)
+        }))
 
     const appendAtCommit = <R>(
       operation: string,
       statement: RowsStatement<R>,
       rows: ReadonlyArray<R>
     ): Effect.Effect<void, StoreUnavailable> =>
-      Effect.flatMap(FiberRef.get(currentTransaction), (current) => {
-        if (current !== null && current.pool === pool) {
-          current.atCommit.push({ operation, statement: statement as RowsStatement<unknown>, rows })
+      Effect.flatMap(FiberRef.get(currentTransaction), (transaction) => {
+        if (transaction !== null && transaction.client === client) {
+          transaction.atCommit.push({ operation, statement: statement as RowsStatement<unknown>, rows })
           return Effect.void
         }
         return Effect.asVoid(run(operation, (sql) => statement(sql, rows)))
       })
 
-    const commit = (connection: postgres.ReservedSql, atCommit: ReadonlyArray<DeferredWrite>) =>
-      Effect.flatMap(Effect.promise(() => commitWith(connection, atCommit)), (failure) =>
-        failure === undefined ? Effect.void : Effect.fail(failure))
+    /**
+     * A connection reserved for a transaction of its own, with BEGIN sent: it leaves with the
+     * first statement and is awaited before the commit (`begun`).
+     */
+    const reserve = async (): Promise<ReservedTransaction> => {
+      const target = generation()
+      const connection = await guarded(target, () => target.sql.reserve(), statementTimeoutMs, noop, (late) => {
+        if (!target.retired) late.release()
+      })
+      const transaction: ReservedTransaction = { client, generation: target, connection, atCommit: [], begun: Promise.resolve() }
+      const begun = sendOn(transaction, (sql) => sql`BEGIN`.execute())
+      begun.catch(noop)
+      return { ...transaction, begun }
+    }
+
+    /**
+     * Sends the deferred writes and COMMIT at once (postgres.js writes the statements of one tick
+     * in one packet) and resolves with the first failure, if any. A failed write aborts the
+     * transaction, so the COMMIT that follows it only rolls back: the first failure is the
+     * transaction's failure.
+     */
+    const commit = async (transaction: ReservedTransaction): Promise<StoreUnavailable | undefined> => {
+      const beginFailure = await transaction.begun.then(() => undefined, unavailable("transaction.begin"))
+      if (beginFailure !== undefined) return beginFailure
+      const merged = new Map<RowsStatement<unknown>, { readonly operation: string; readonly rows: Array<unknown> }>()
+      for (const write of transaction.atCommit) {
+        const entry = merged.get(write.statement)
+        if (entry === undefined) merged.set(write.statement, { operation: write.operation, rows: [...write.rows] })
+        else for (const row of write.rows) entry.rows.push(row)
+      }
+      const operations = [...merged.values()].map((entry) => entry.operation)
+      // A postgres.js query is sent in the order it is first awaited or executed, not built:
+      // each write is started (`then`) before the COMMIT is, so none can follow it.
+      const writes = [...merged].map(([statement, entry]) => sendOn(transaction, (sql) => statement(sql, entry.rows)))
+      const settled = await Promise.allSettled([...writes, sendOn(transaction, (sql) => sql`COMMIT`.execute())])
+      const failed = settled.findIndex((outcome) => outcome.status === "rejected")
+      const outcome = settled[failed]
+      if (outcome === undefined || outcome.status !== "rejected") return undefined
+      return unavailable(operations[failed] ?? "transaction.commit")(outcome.reason)
+    }
+
+    /**
+     * Rolls back after a failure and returns the connection to the pool. A connection of a
+     * retired pool is left alone: nothing may be sent on it, and the pool closes it.
+     */
+    const release = async (transaction: ReservedTransaction, failed: boolean) => {
+      if (failed) await sendOn(transaction, (sql) => sql`ROLLBACK`.execute()).catch(noop)
+      if (!transaction.generation.retired) transaction.connection.release()
+    }
 
     // The two transaction bodies are generator functions made once, here: one made per call
-    // would get a V8 map of its own in the old generation, which keeps the function and all it
-    // closes over alive through every scavenge until the next full collection (README,
-    // "Performance").
-    function* runOwnTransaction<A, E, R>(connection: postgres.ReservedSql, effect: Effect.Effect<A, E, R>) {
-      // BEGIN is sent now but not awaited: it leaves in one packet with the first
-      // statement of `effect`, and its outcome is checked before the commit.
-      const begun = connection`BEGIN`.execute()
-      begun.catch(() => undefined)
-      const atCommit: Array<DeferredWrite> = []
-      const result = yield* Effect.locally(effect, currentTransaction, { pool, connection, atCommit })
-      yield* Effect.tryPromise({ try: () => begun, catch: unavailable("transaction.begin") })
-      yield* commit(connection, atCommit)
+    // gets a V8 map of its own, which keeps the function and all it closes over alive until a
+    // full collection.
+    function* runOwnTransaction<A, E, R>(transaction: ReservedTransaction, effect: Effect.Effect<A, E, R>) {
+      const result = yield* Effect.locally(effect, currentTransaction, transaction)
+      const failure = yield* Effect.promise(() => commit(transaction))
+      if (failure !== undefined) return yield* failure
       return result
     }
 
     const transactionally = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | StoreUnavailable, R> =>
       Effect.flatMap(FiberRef.get(currentTransaction), (current) =>
-        current !== null && current.pool === pool
+        current !== null && current.client === client
           ? effect
           : Effect.acquireUseRelease(
-              Effect.tryPromise({ try: () => pool.reserve(), catch: unavailable("transaction.begin") }),
-              (connection) => Effect.gen(() => runOwnTransaction(connection, effect)),
-              (connection, exit) =>
-                Effect.promise(async () => {
-                  if (exit._tag === "Failure") {
-                    // A failed COMMIT or a dropped connection leaves nothing to roll back: ignore its error.
-                    await connection`ROLLBACK`.catch(() => undefined)
-                  }
-                  connection.release()
-                })
-            )
-      )
+              Effect.tryPromise({ try: reserve, catch: unavailable("transaction.begin") }),
+              (transaction) => Effect.gen(() => runOwnTransaction(transaction, effect)),
+              (transaction, exit) => Effect.promise(() => release(transaction, Exit.isFailure(exit)))
+            ))
 
-    const maxGroups = Math.max(1, options.maxGroups ?? Math.floor((options.maxConnections ?? 10) / 2))
+    const maxGroups = Math.max(1, options.maxGroups ?? Math.floor(maxConnections / 2))
     const maxGroupSize = Math.max(1, options.maxGroupSize ?? 64)
     /** The group that new members join; it begins at the next turn of the event loop that finds a free slot. */
     let forming: TransactionGroup | undefined
@@ -216,7 +351,7 @@ export const makePgClient = (options: PgClientOptions): Effect.Effect<PgClientSe
     const full: Array<TransactionGroup> = []
     let inFlight = 0
 
-    const settle = (listeners: Array<() => void>) => {
+    const settleAll = (listeners: Array<() => void>) => {
       for (const listener of listeners.splice(0)) listener()
     }
 
@@ -232,19 +367,12 @@ export const makePgClient = (options: PgClientOptions): Effect.Effect<PgClientSe
     const launch = (group: TransactionGroup) => {
       inFlight++
       if (group.left === group.size) return finish(group)
-      const begun = (outcome: NonNullable<TransactionGroup["begun"]>) => {
+      const begun = (outcome: ReservedTransaction | StoreUnavailable) => {
         group.begun = outcome
-        settle(group.onBegun)
+        settleAll(group.onBegun)
         if (group.left === group.size) finish(group)
       }
-      pool.reserve().then(
-        (connection) => {
-          const begin = connection`BEGIN`.execute()
-          begin.catch(() => undefined)
-          begun({ connection, begin })
-        },
-        (cause) => begun(unavailable("transaction.begin")(cause))
-      )
+      reserve().then(begun, (cause) => begun(unavailable("transaction.begin")(cause)))
     }
 
     const finish = (group: TransactionGroup) => {
@@ -254,20 +382,18 @@ export const makePgClient = (options: PgClientOptions): Effect.Effect<PgClientSe
       const done = (outcome: StoreUnavailable | null) => {
         group.outcome = outcome
         inFlight--
-        settle(group.onOutcome)
-        // Something can still hold a finished group until the next full collection (README,
-        // "Performance"); let that not keep its connection's objects and its writes alive too.
+        settleAll(group.onOutcome)
+        // Something can still hold a finished group until the next full collection; let that
+        // not keep its connection's objects and its writes alive too.
         group.begun = undefined
         group.writes.length = 0
         launchNext()
       }
       if (begun === undefined || begun instanceof StoreUnavailable) return done(begun ?? null)
-      const { begin, connection } = begun
       void (async () => {
-        let failure = await begin.then(() => undefined, unavailable("transaction.begin"))
-        if (failure === undefined && group.writes.length > 0) failure = await commitWith(connection, group.writes)
-        if (failure !== undefined || group.writes.length === 0) await connection`ROLLBACK`.catch(() => undefined)
-        connection.release()
+        const transaction: ReservedTransaction = { ...begun, atCommit: group.writes }
+        const failure = group.writes.length > 0 ? await commit(transaction) : undefined
+        await release(transaction, failure !== undefined || group.writes.length === 0)
         done(failure ?? null)
       })()
     }
@@ -296,13 +422,13 @@ export const makePgClient = (options: PgClientOptions): Effect.Effect<PgClientSe
       if (group.left === group.size && group.begun !== undefined) finish(group)
     }
 
-    const begunConnection = (group: TransactionGroup) =>
-      Effect.async<postgres.ReservedSql, StoreUnavailable>((resume) => {
+    const begunTransaction = (group: TransactionGroup) =>
+      Effect.async<ReservedTransaction, StoreUnavailable>((resume) => {
         const answer = () => {
           const begun = group.begun
           resume(begun === undefined || begun instanceof StoreUnavailable
             ? Effect.fail(begun ?? unavailable("transaction.begin")(undefined))
-            : Effect.succeed(begun.connection))
+            : Effect.succeed(begun))
         }
         if (group.begun === undefined) group.onBegun.push(answer)
         else answer()
@@ -324,8 +450,8 @@ export const makePgClient = (options: PgClientOptions): Effect.Effect<PgClientSe
       const atCommit: Array<DeferredWrite> = []
       // What `Effect.locally` does, without its acquire-release: this region is uninterruptible
       // and the exit is caught, so the outer value is always put back.
-      const exit = yield* Effect.exit(restore(Effect.flatMap(begunConnection(group), (connection) =>
-        Effect.zipRight(FiberRef.set(currentTransaction, { pool, connection, atCommit }), effect))))
+      const exit = yield* Effect.exit(restore(Effect.flatMap(begunTransaction(group), (begun) =>
+        Effect.zipRight(FiberRef.set(currentTransaction, { ...begun, atCommit }), effect))))
       yield* FiberRef.set(currentTransaction, outer)
       leave(group, Exit.isSuccess(exit) ? atCommit : undefined)
       const value = yield* exit
@@ -336,13 +462,42 @@ export const makePgClient = (options: PgClientOptions): Effect.Effect<PgClientSe
 
     const groupTransactionally = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | StoreUnavailable, R> =>
       Effect.flatMap(FiberRef.get(currentTransaction), (current) =>
-        current !== null && current.pool === pool
+        current !== null && current.client === client
           ? effect
-          : Effect.uninterruptibleMask((restore) => Effect.gen(() => runInGroup(restore, effect, current)))
-      )
+          : Effect.uninterruptibleMask((restore) => Effect.gen(() => runInGroup(restore, effect, current))))
 
-    return { pool, run, appendAtCommit, transactionally, groupTransactionally }
+    return {
+      maxConnections,
+      currentPool: () => generation().sql,
+      run,
+      appendAtCommit,
+      transactionally,
+      groupTransactionally
+    }
   })
+
+/** A transaction's reserved connection, and its BEGIN, sent at once and awaited before the commit. */
+interface ReservedTransaction extends CurrentTransaction {
+  readonly begun: Promise<unknown>
+}
+
+/**
+ * One group transaction: members join while it forms, run their effects on its connection
+ * once it has begun, and leave (with their writes if they succeeded); when the last has left,
+ * the group commits and tells every member the outcome.
+ */
+interface TransactionGroup {
+  size: number
+  left: number
+  /** Set when the connection is reserved and BEGIN sent, or the reservation failed. */
+  begun: ReservedTransaction | StoreUnavailable | undefined
+  /** Set when the group has committed (`null`) or failed. */
+  outcome: StoreUnavailable | null | undefined
+  finishing: boolean
+  readonly writes: Array<DeferredWrite>
+  readonly onBegun: Array<() => void>
+  readonly onOutcome: Array<() => void>
+}
 
 export const PgClientLayer = (options: PgClientOptions): Layer.Layer<PgClient> =>
   Layer.scoped(PgClient, makePgClient(options))

@@ -636,7 +636,7 @@ export const repositoryContract = (factory: TestDatabaseFactory) => {
         const rollback = new Error("rollback")
         const truncated = yield* Effect.promise(async () => {
           let turns: Array<unknown> = []
-          await pg.pool.begin(async (tx) => {
+          await pg.currentPool().begin(async (tx) => {
             const transaction = tx as unknown as Sql
             await transaction`TRUNCATE transcript_turns`
             const rows = await transaction<Array<{ turns: unknown }>>`
@@ -911,19 +911,18 @@ export const repositoryContract = (factory: TestDatabaseFactory) => {
               expect(yield* audio.exists(stored.recording!)).toBe(objectStored)
               expect(db.queries).toHaveLength(1)
               expect({ storageKey: markedRecording?.storageKey, contentType: markedRecording?.contentType }).toEqual(stored.recording)
-              expect((markedRecording as MarkedRecordingReference)[embeddedObjectSeenIn] === pg.pool).toBe(objectStored)
+              expect((markedRecording as MarkedRecordingReference)[embeddedObjectSeenIn] === pg).toBe(objectStored)
               // The storage answers from the mark, without a statement; an unmarked recording is read.
               db.queries.length = 0
               expect(yield* audio.exists(markedRecording!)).toBe(objectStored)
               expect(db.queries).toHaveLength(objectStored ? 0 : 1)
-              // A mark from another database's pool is not taken on trust.
+              // A mark from another database's client is not taken on trust.
               if (objectStored) {
-                const elsewhere = postgres("postgres://127.0.0.1:1/elsewhere")
+                const elsewhere = yield* Effect.scoped(makePgClient({ url: "postgres://127.0.0.1:1/elsewhere" }))
                 const removed = yield* pg.run("test.remove-object", (sql) =>
                   sql`DELETE FROM recording_objects WHERE storage_key = ${stored.recording!.storageKey} RETURNING storage_key, content_type, bytes`)
                 expect(yield* audio.exists({ ...stored.recording!, [embeddedObjectSeenIn]: elsewhere } as MarkedRecordingReference)).toBe(false)
                 yield* pg.run("test.restore-object", (sql) => sql`INSERT INTO recording_objects ${sql(removed[0]!)}`)
-                yield* Effect.promise(() => elsewhere.end())
               }
             }
           }
