@@ -29,7 +29,7 @@ export const startScriptNodeFlags = (): ReadonlyArray<string> => {
 const childEnvironment = (env: Readonly<Record<string, string>>): NodeJS.ProcessEnv => {
   const base: NodeJS.ProcessEnv = { ...process.env }
   for (const name of [
-    "PORT", "HOST", "DATABASE_URL", "DATABASE_POOL_MAX", "PGLITE_DATA_DIR", "FIXTURE_FILE", "PUBLIC_API_ENVIRONMENT",
+    "PORT", "HOST", "DATABASE_URL", "DATABASE_POOL_MAX", "DATABASE_STATEMENT_TIMEOUT_MS", "PGLITE_DATA_DIR", "FIXTURE_FILE", "PUBLIC_API_ENVIRONMENT",
     "API_KEY_DIGEST_KEY", "API_KEYS_ENABLED", "AUDIO_URL_TTL_SECONDS", "AUDIO_STORAGE", "MEDIA_BASE_URL", "MEDIA_SIGNING_KEY"
   ]) delete base[name]
   return { ...base, ...env }
