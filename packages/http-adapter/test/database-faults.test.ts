@@ -132,7 +132,9 @@ const startWorker = (databaseUrl: string): Worker => {
       DATABASE_URL: databaseUrl,
       WEBHOOK_RUNTIME: "enabled",
       WEBHOOK_POLL_INTERVAL_MS: "50",
-      WEBHOOK_RETRY_DELAYS_MS: "100"
+      WEBHOOK_RETRY_DELAYS_MS: "100",
+      // A delivery whose settlement was cut off is taken again after its lease: 3 s, not 60.
+      WEBHOOK_LEASE_MS: "3000"
     },
     stdio: ["ignore", "ignore", "pipe"]
   })
@@ -250,6 +252,25 @@ describe.skipIf(databaseUrl === "")("database faults on the PostgreSQL server of
     expect(heldByTheLock.every((answer) => answer.status === 503)).toBe(true)
     // The statement time-out is 1 s; the request deadline 10 s.
     expect(Math.max(...heldByTheLock.map((answer) => answer.answeredAt - answer.startedAt))).toBeLessThan(2_500)
+  }, 60_000)
+
+  it.skipIf(process.getuid?.() !== 0)("backends frozen (SIGSTOP): the client gives up on them after the statement time-out and a second, and serves from fresh connections", async () => {
+    let frozen: ReadonlyArray<number> = []
+    const answers = await underLoad("backends frozen (SIGSTOP) for 4 s", service, database.url, async () => {
+      frozen = await onServer(databaseUrl, async (sql) =>
+        (await sql<Array<{ pid: number }>>`
+          SELECT pid FROM pg_stat_activity WHERE datname = ${database.name} AND pid <> pg_backend_pid()`).map((row) => row.pid))
+      expect(frozen.length).toBeGreaterThan(0)
+      for (const pid of frozen) process.kill(pid, "SIGSTOP")
+      try {
+        await pause(4_000)
+      } finally {
+        for (const pid of frozen) process.kill(pid, "SIGCONT")
+      }
+      return Date.now()
+    })
+    // The statement time-out is 1 s, the client's own a second more; the request deadline is 10 s.
+    expect(Math.max(...answers.map((answer) => answer.answeredAt - answer.startedAt))).toBeLessThan(3_500)
   }, 60_000)
 
   it("the webhook delivery worker: its backends terminated while it delivers, it keeps running and every event reaches the receiver", async () => {

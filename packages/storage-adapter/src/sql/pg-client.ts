@@ -93,6 +93,7 @@ export class ConnectionLost extends Data.TaggedError("ConnectionLost")<{ readonl
  * any established connection of a pool closes, the pool is retired: nothing more is sent on it,
  * what waits on it fails at once, and the next statement opens a fresh pool. Nothing in this
  * client closes a connection by itself (no idle or lifetime limit), so every such close is a fault.
+ * A pool that cannot open its first connection is retired too: its queue would only wait.
  */
 interface Generation {
   readonly sql: Sql
@@ -123,9 +124,16 @@ const currentTransaction = FiberRef.unsafeMake<CurrentTransaction | null>(null)
 const unavailable = (operation: string) => (cause: unknown) => new StoreUnavailable({ operation, cause })
 
 const connectionLost = new ConnectionLost({ message: "the database connection was lost" })
+const unreachable = new ConnectionLost({ message: "the database could not be reached a moment ago" })
 
 /** Reconnection delay after failed attempts, in seconds: short, so service resumes soon after the server does. */
 const reconnectBackoff = (attempts: number) => Math.min(0.05 * 2 ** attempts, 0.5)
+
+/** After a pool could not connect at all, how long statements fail at once before a new pool tries again. */
+const UNREACHABLE_PAUSE_MS = 250
+
+/** How long the client waits past `statement_timeout` for the server's own cancellation. */
+const SERVER_CANCEL_GRACE_MS = 1000
 
 /** How long a retired pool's statements already on healthy connections may take before the pool is closed. */
 const RETIRED_POOL_GRACE_SECONDS = 5
@@ -185,9 +193,15 @@ export const makePgClient = (options: PgClientOptions): Effect.Effect<PgClientSe
     const onQuery = options.onQuery
     const maxConnections = options.maxConnections ?? 10
     const statementTimeoutMs = options.statementTimeoutMs ?? 0
+    // When the server cancels a late statement itself, its error comes first and the connection
+    // is kept; the client's own time-out is for a server that does not answer at all.
+    const clientTimeoutMs = statementTimeoutMs > 0 && options.serverStatementTimeout === true
+      ? statementTimeoutMs + SERVER_CANCEL_GRACE_MS
+      : statementTimeoutMs
     const client = {}
     let current: Generation | undefined
     let closed = false
+    let unreachableUntil = 0
 
     const retire = (generation: Generation) => {
       if (generation.retired) return
@@ -216,7 +230,13 @@ export const makePgClient = (options: PgClientOptions): Effect.Effect<PgClientSe
             onQuery?.(query)
           },
           onclose: (connection: number) => {
-            if (established.has(connection)) retire(generation)
+            if (established.has(connection)) return retire(generation)
+            // A pool that could not open its first connection: what waits on it fails now, and
+            // for a moment statements fail at once instead of queueing for a server that is down.
+            if (established.size === 0 && !generation.retired) {
+              unreachableUntil = Date.now() + UNREACHABLE_PAUSE_MS
+              retire(generation)
+            }
           }
         }),
         retired: false,
@@ -228,7 +248,10 @@ export const makePgClient = (options: PgClientOptions): Effect.Effect<PgClientSe
 
     const generation = (): Generation => {
       if (closed) throw new Error("the database client is closed")
-      if (current === undefined || current.retired) current = openGeneration()
+      if (current === undefined || current.retired) {
+        if (Date.now() < unreachableUntil) throw unreachable
+        current = openGeneration()
+      }
       return current
     }
 
@@ -244,12 +267,12 @@ export const makePgClient = (options: PgClientOptions): Effect.Effect<PgClientSe
     /** A statement outside a transaction: it may only wait long for a free connection. */
     const sendOnPool = <A>(query: (sql: Sql) => Promise<A>): Promise<A> => {
       const target = generation()
-      return guarded(target, () => query(target.sql), statementTimeoutMs, noop)
+      return guarded(target, () => query(target.sql), clientTimeoutMs, noop)
     }
 
     /** One on a reserved connection that outlives its time-out leaves it in an unknown state: the pool goes. */
     const sendOn = <A>(transaction: CurrentTransaction, query: (sql: Sql) => Promise<A>): Promise<A> =>
-      guarded(transaction.generation, () => query(transaction.connection), statementTimeoutMs, () =>
+      guarded(transaction.generation, () => query(transaction.connection), clientTimeoutMs, () =>
         retire(transaction.generation))
 
     const run = <A>(operation: string, query: (sql: Sql) => Promise<A>): Effect.Effect<A, StoreUnavailable> =>
@@ -279,7 +302,7 @@ export const makePgClient = (options: PgClientOptions): Effect.Effect<PgClientSe
      */
     const reserve = async (): Promise<ReservedTransaction> => {
       const target = generation()
-      const connection = await guarded(target, () => target.sql.reserve(), statementTimeoutMs, noop, (late) => {
+      const connection = await guarded(target, () => target.sql.reserve(), clientTimeoutMs, noop, (late) => {
         if (!target.retired) late.release()
       })
       const transaction: ReservedTransaction = { client, generation: target, connection, atCommit: [], begun: Promise.resolve() }
