@@ -176,8 +176,7 @@ export const makePgClient = (options: PgClientOptions): Effect.Effect<PgClientSe
 
     // The two transaction bodies are generator functions made once, here: one made per call
     // would get a V8 map of its own in the old generation, which keeps the function and all it
-    // closes over alive through every scavenge until the next full collection (README,
-    // "Performance").
+    // closes over alive through every scavenge until the next full collection.
     function* runOwnTransaction<A, E, R>(connection: postgres.ReservedSql, effect: Effect.Effect<A, E, R>) {
       // BEGIN is sent now but not awaited: it leaves in one packet with the first
       // statement of `effect`, and its outcome is checked before the commit.
@@ -255,8 +254,8 @@ export const makePgClient = (options: PgClientOptions): Effect.Effect<PgClientSe
         group.outcome = outcome
         inFlight--
         settle(group.onOutcome)
-        // Something can still hold a finished group until the next full collection (README,
-        // "Performance"); let that not keep its connection's objects and its writes alive too.
+        // Something can still hold a finished group until the next full collection; let that not
+        // keep its connection's objects and its writes alive too (docs/decisions/0004-group-commit.md).
         group.begun = undefined
         group.writes.length = 0
         launchNext()
