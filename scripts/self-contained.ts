@@ -7,8 +7,9 @@
  * the lockfile:
  * - a relative path that climbs above the repository root, resolved from the directory of the
  *   file that holds it (how `new URL(..., import.meta.url)`, `resolve(here, ...)` and a
- *   Markdown link read it). A path that climbs and stays inside, such as a test reading
- *   another package's data file, is fine;
+ *   Markdown link read it), and any climbing path into a `shared` folder, the sibling the
+ *   project once read its spec from, wherever it leads. A path that climbs and stays inside,
+ *   such as a test reading another package's data file, is fine;
  * - an absolute path into a machine's home or work folders (the `home`, `root`, `Users`,
  *   `work`, `workspace(s)` and `mnt` folders at the root of a file system, or a Windows user
  *   folder). System paths the code uses on purpose (the Chromium binary, `/proc`, the temporary
@@ -51,6 +52,9 @@ const resolvedFrom = (file: string, reference: string): string =>
 
 const climbsOut = (resolved: string): boolean => resolved === ".." || resolved.startsWith("../")
 
+// The sibling folder the spec used to be read from: refused even where `../` stays inside.
+const SIBLING_SHARED = /^(?:\.\.\/)+shared(?:\/|$)/
+
 /** Every reference outside the repository in one file's text (`file` relative to the root, `/`-separated). */
 export const outsideReferencesIn = (file: string, text: string): Array<OutsideReference> => {
   const found: Array<OutsideReference> = []
@@ -60,6 +64,8 @@ export const outsideReferencesIn = (file: string, text: string): Array<OutsideRe
       const resolved = resolvedFrom(file, reference)
       if (climbsOut(resolved)) {
         found.push({ file, line: index + 1, text: lineText.trim(), why: `${reference} leads outside the repository (${resolved})` })
+      } else if (SIBLING_SHARED.test(reference)) {
+        found.push({ file, line: index + 1, text: lineText.trim(), why: `${reference} names a sibling shared folder` })
       }
     }
     for (const match of lineText.matchAll(MACHINE_PATH)) {

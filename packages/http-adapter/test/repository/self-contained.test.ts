@@ -20,6 +20,8 @@ describe("the repository stands alone", () => {
     expect(outsideReferencesIn(testFile, `readFileSync(new URL("${up(4)}shared/spec/example.json", import.meta.url))`)).toHaveLength(1)
     expect(outsideReferencesIn("README.md", `The contract is \`${up(1)}shared/spec/api.md\`.`)).toHaveLength(1)
     expect(outsideReferencesIn("docs/api.md", `[contract](${up(2)}shared/spec/api.md)`)).toHaveLength(1)
+    // One level up from docs/ stays inside, but a sibling shared folder is what it means.
+    expect(outsideReferencesIn("docs/api.md", `See \`${up(1)}shared/spec/api.md\`.`)).toHaveLength(1)
     expect(outsideReferencesIn("packages/domain/test/access/a.test.ts", `new URL(\`${up(5)}shared/\${name}\`, import.meta.url)`)).toHaveLength(1)
   })
 
