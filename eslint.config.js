@@ -15,8 +15,8 @@ export default tseslint.config(
   },
   {
     // On the request path a generator function made per call gets a V8 map of its own, which
-    // keeps the function and all it closes over alive until a full collection (README,
-    // "Performance"): such generators are made once, when the layer is built.
+    // keeps the function and all it closes over alive until a full collection, so a finished
+    // request's objects outlive it: such generators are made once, when the layer is built.
     files: [
       "packages/domain/src/public-api.ts",
       "packages/domain/src/access/**/*.ts",
@@ -27,7 +27,7 @@ export default tseslint.config(
     rules: {
       "no-restricted-syntax": ["error", {
         selector: ":function CallExpression[callee.object.name='Effect'][callee.property.name='gen'] > FunctionExpression[generator=true]",
-        message: "A generator function made at each call keeps what it closes over alive until a full GC (README, Performance): make it once (Effect.fnUntraced when the layer is built, or a function* declaration)."
+        message: "A generator function made at each call keeps what it closes over alive until a full GC: make it once (Effect.fnUntraced when the layer is built, or a function* declaration)."
       }]
     }
   },

@@ -6,7 +6,7 @@ export interface EncounterTypeSource {
 }
 
 /**
- * decisions.md, "Resources": the rules are tried in priority order over ALL documents of the
+ * docs/behaviour.md, "Resources": the rules are tried in priority order over ALL documents of the
  * encounter, first match wins; the order of the documents plays no part.
  */
 const rules: ReadonlyArray<readonly [EncounterType, (document: EncounterTypeSource) => boolean]> = [

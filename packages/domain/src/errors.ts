@@ -1,11 +1,11 @@
 import { Effect, Either, Schema } from "effect"
 
 /**
- * The reason-code catalogue: contract section 7 plus decisions.md. This table is the only
+ * The reason-code catalogue: contract section 7 plus docs/behaviour.md. This table is the only
  * place that knows which HTTP status and `error` category belong to a `reason_code`.
- * `route_not_found` and `method_not_allowed` are outside the contract (decisions.md,
+ * `route_not_found` and `method_not_allowed` are outside the contract (docs/behaviour.md,
  * "Errors outside the table") and marked so, as are the three transport refusals, answered
- * before there is a request for the API to see (README, "Limits"): a request line and headers
+ * before there is a request for the API to see (docs/operations.md, "Limits"): a request line and headers
  * over 16 KiB, bytes that are not HTTP/1.1, a request not received in time.
  */
 export const reasonCatalogue = {
@@ -125,14 +125,14 @@ export class PublicApiError extends Schema.TaggedError<PublicApiError>()("Public
  * The value a check passed, or its refusal as the failure: `yield* orRefuse(check)` in a use
  * case's generator. Delegating to this generator costs the Effect runtime nothing when the
  * check passes, where yielding the `Either` itself is an operation of the fiber's run loop:
- * the request path runs about a dozen checks (README, "Performance").
+ * the request path runs about a dozen checks.
  */
 export function* orRefuse<A>(check: Either.Either<A, PublicApiError>) {
   if (Either.isLeft(check)) return yield* Effect.fail(check.left)
   return check.right
 }
 
-/** `field` as decisions.md says: the key after percent-decoding, cut to 64 characters, non-printable-ASCII as `?`. */
+/** `field` as docs/behaviour.md says: the key after percent-decoding, cut to 64 characters, non-printable-ASCII as `?`. */
 export const sanitizeField = (key: string): string =>
   Array.from(key)
     .slice(0, 64)

@@ -53,7 +53,7 @@ export const rejectQueryKeys = (pairs: QueryPairs): Either.Either<void, PublicAp
 type Occurrence = { readonly kind: "absent" } | { readonly kind: "once"; readonly value: string } | { readonly kind: "repeated" }
 
 /**
- * The list route's query (decisions.md, "Order of checks" step 3 and "Query values"):
+ * The list route's query (docs/behaviour.md, "Order of checks" step 3 and "Query values"):
  * first 400 `unsupported_filter` for the first unsupported key in request order, then the
  * 422s in a fixed order whatever the order of the keys in the request.
  */
@@ -105,7 +105,7 @@ export const parseListQuery = (pairs: QueryPairs): Either.Either<EncounterListQu
   if (startAt === undefined) return fail("invalid_query", "start_at")
   const endAt = instant("end_at")
   if (endAt === undefined) return fail("invalid_query", "end_at")
-  // The contract leaves this reason open; decisions.md names `invalid_query` on `start_at`.
+  // The contract leaves this reason open; docs/behaviour.md names `invalid_query` on `start_at`.
   if (startAt !== null && endAt !== null && startAt.getTime() >= endAt.getTime()) {
     return fail("invalid_query", "start_at")
   }

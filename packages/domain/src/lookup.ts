@@ -5,7 +5,7 @@ import type { RecordingReference, StoredDocument, StoredEncounterHead } from "./
 import type { PublicFinalTranscript } from "./resources.js"
 
 /**
- * The lookup decisions (decisions.md, "Order of checks" step 4, and "Resources"). Each is a
+ * The lookup decisions (docs/behaviour.md, "Order of checks" step 4, and "Resources"). Each is a
  * pure function of what the stores returned; the use cases run them in this file's order.
  */
 

@@ -54,7 +54,7 @@ export const compareBytewise = (a: string, b: string): -1 | 0 | 1 => {
   return restA === restB ? 0 : restA < restB ? -1 : 1
 }
 
-/** decisions.md: documents of an encounter by `created_at`, then `document_id` bytewise, ascending. */
+/** docs/behaviour.md: documents of an encounter by `created_at`, then `document_id` bytewise, ascending. */
 export const compareDocumentsForEncounter = (
   a: Pick<StoredDocumentSummary, "createdAt" | "documentId">,
   b: Pick<StoredDocumentSummary, "createdAt" | "documentId">
@@ -81,7 +81,7 @@ export const presentDocumentSummary = (document: StoredDocumentSummary): PublicE
 }
 
 /**
- * The documents in the order decisions.md gives. The stores already read them in that order,
+ * The documents in the order docs/behaviour.md gives. The stores already read them in that order,
  * so they are checked first and sorted only if they are not: a copy and a sort per encounter
  * were about 3% of what a list page allocates.
  */
@@ -190,8 +190,7 @@ export class PresentedFinalTranscript extends PreEncodedJson implements PublicFi
   /**
    * One getter for every instance, never a closure made per instance: each new closure gave
    * its transcript a V8 map of its own in the old generation, which kept the closure, the
-   * transcript and its text alive through every scavenge until the next full collection
-   * (README, "Performance").
+   * transcript and its text alive through every scavenge until the next full collection.
    */
   static readonly #parseTurns = function(this: PresentedFinalTranscript): ReadonlyArray<PublicTranscriptTurn> {
     return this.#turns ??= JSON.parse(this.#turnsText) as ReadonlyArray<PublicTranscriptTurn>
@@ -207,7 +206,7 @@ export class PresentedFinalTranscript extends PreEncodedJson implements PublicFi
   }
 }
 
-/** Contract 4.4. Turns are chronological (decisions.md): by start, ties kept in stored order. */
+/** Contract 4.4. Turns are chronological (docs/behaviour.md): by start, ties kept in stored order. */
 export const presentTranscriptResponse = (
   document: Pick<StoredDocument, "documentId" | "encounterId">,
   transcript: PublicFinalTranscript

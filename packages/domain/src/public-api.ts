@@ -73,7 +73,7 @@ export const currentCaller: FiberRef.FiberRef<Caller | null> = FiberRef.unsafeMa
  * work, before the unit waits for its commit. A group commit holds every member until its last
  * one is done, and the objects a member still holds through that wait (its rows, its
  * response) are what V8's scavenges copy and then promote to the old generation; its text is
- * one string (README, "Performance"). `answer` only computes: nothing leaves before the
+ * one string. `answer` only computes: nothing leaves before the
  * commit, and a defect in it fails the unit of work, which then records nothing.
  */
 export type PublicUseCase<Args extends ReadonlyArray<unknown>, A> = <B = A>(
@@ -134,7 +134,7 @@ export const PublicApiLive = Layer.effect(
 
     // The steps below that every use case shares are plain generator functions: a use case
     // delegates to them with `yield*`, which the Effect runtime never sees, where an
-    // `Effect.fnUntraced` call is three operations of the fiber's run loop (README, "Performance").
+    // `Effect.fnUntraced` call is three operations of the fiber's run loop.
 
     function* authorize(request: PublicRequest, operation: OperationId) {
       const caller = yield* accessPolicy.authorize(request.authorization, operation)
@@ -220,12 +220,12 @@ export const PublicApiLive = Layer.effect(
     const patientIdOf = (encounter: StoredEncounterHead) => encounter.patient?.patient_id ?? null
 
     // On the request path: untraced, as a span costs about 12 µs per call even with no tracer
-    // configured, some 4% of the CPU of a detail read (README, "Performance").
+    // configured, some 4% of the CPU of a detail read.
     //
     // Each use case reads and records through a generator function made once, here, never one
     // made per request: V8 gives every new generator function a map of its own in the old
     // generation, and that map keeps the function, and all it closes over, alive through every
-    // scavenge until the next full collection (README, "Performance").
+    // scavenge until the next full collection.
     const readPage = Effect.fnUntraced(function*(caller: Caller, request: PublicRequest, listQuery: EncounterListQuery) {
       const operation = "listPublicEncounters"
       const page = yield* repository.listForOrganization(caller.organizationId, listQuery)

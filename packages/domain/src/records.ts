@@ -83,7 +83,7 @@ export type StoredEncounter = typeof StoredEncounter.Type
 export const StoredEncounterHead = StoredEncounter.pipe(Schema.omit("documents"))
 export type StoredEncounterHead = typeof StoredEncounterHead.Type
 
-/** One accounting-of-disclosures entry (decisions.md, "Disclosure events"). */
+/** One accounting-of-disclosures entry (docs/behaviour.md, "Disclosure events"). */
 export const DisclosureEvent = Schema.Struct({
   eventId: DisclosureEventId,
   occurredAt: Schema.DateFromSelf,

@@ -46,7 +46,7 @@ export const parseRfc3339Instant = (text: string): Date | undefined => {
 
 /**
  * A contract timestamp: decodes any RFC 3339 date-time with offset, encodes as UTC with
- * milliseconds (`2026-05-01T12:00:00.000Z`), as decisions.md requires.
+ * milliseconds (`2026-05-01T12:00:00.000Z`), as docs/behaviour.md requires.
  */
 export const Timestamp = Schema.transformOrFail(
   Schema.String.annotations({ format: "date-time" }),
@@ -147,8 +147,7 @@ const setOwn = (target: Record<string, unknown>, key: string, value: unknown) =>
  * arrays that hold a Date somewhere are copied; those that hold none are returned as they are
  * (a list's patients and documents), so the value itself is never changed.
  * `JSON.stringify(withTimestampsAsText(value))` is `JSON.stringify(value)`, and the two
- * together cost a list page about two thirds of what `JSON.stringify` alone did (README,
- * "Performance"). A `PreEncodedJson` is replaced by its `toJSON()` value, written in turn.
+ * together cost a list page about two thirds of what `JSON.stringify` alone did. A `PreEncodedJson` is replaced by its `toJSON()` value, written in turn.
  */
 export const withTimestampsAsText = (value: unknown): unknown => writable(value, undefined)
 

@@ -4,10 +4,10 @@ import { fileURLToPath } from "node:url"
 import { describe, expect, it } from "vitest"
 
 /**
- * What `patches/effect@3.22.4.patch` changes (patches/README.md): the global fiber scope keeps
- * the root fibers (every `Effect.runFork`, so every request the service answers) in reused slots
- * instead of a `Set`, whose rehashed tables kept finished fibers, and all they referenced, alive
- * through every scavenge until the next full collection.
+ * What `patches/effect@3.22.4.patch` changes (docs/decisions/0002-effect-patch.md): the global
+ * fiber scope keeps the root fibers (every `Effect.runFork`, so every request the service
+ * answers) in reused slots instead of a `Set`, whose rehashed tables kept finished fibers, and
+ * all they referenced, alive through every scavenge until the next full collection.
  */
 describe("effect as patched", () => {
   it("the root fibers are still listed while they run, and no longer once they are done", async () => {

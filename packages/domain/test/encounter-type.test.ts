@@ -12,7 +12,7 @@ const documentArb: fc.Arbitrary<EncounterTypeSource> = fc.record({
   workflowVariant: fc.constantFrom("ambient", "phone_call", null)
 })
 
-/** decisions.md, "Resources", written as a rank: the lowest rank present wins. */
+/** docs/behaviour.md, "Resources", written as a rank: the lowest rank present wins. */
 const rankOf = (d: EncounterTypeSource): [number, string] =>
   d.schemaType === "ambient_transcript"
     ? d.workflowVariant === "phone_call" ? [0, "phone_call"] : [1, "ambient"]

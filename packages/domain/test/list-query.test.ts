@@ -430,7 +430,7 @@ describe("parseListQuery: order of checks when several fail", () => {
       return fc.shuffledSubarray(pairs, { minLength: pairs.length, maxLength: pairs.length })
     })
 
-  /** The order of decisions.md, written from scratch over the pairs. */
+  /** The order of docs/behaviour.md, written from scratch over the pairs. */
   const expectedFailure = (pairs: QueryPairs): { reason: string; field: string } | null => {
     const known = new Set<string>(supported)
     const firstUnknown = pairs.find(([key]) => !known.has(key))

@@ -372,7 +372,7 @@ describe("the wire form of every response is JSON.stringify of the presenter's v
 
   it("every presented transcript reads its turns through one getter, not a closure of its own, and parses them once", () => {
     // A closure per instance gave each transcript a V8 map of its own in the old generation,
-    // which kept it and its text alive through every scavenge (README, "Performance").
+    // which kept it and its text alive through every scavenge until a full collection.
     const first = new PresentedFinalTranscript("acme-asr", 20, `[{"speaker" : "A", "text" : "first", "start" : 0, "end" : 4}]`)
     const second = new PresentedFinalTranscript("acme-asr", null, "[]")
     const getterOf = (transcript: PresentedFinalTranscript) => Object.getOwnPropertyDescriptor(transcript, "turns")?.get

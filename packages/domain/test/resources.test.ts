@@ -414,7 +414,7 @@ describe("timestamps", () => {
   })
 })
 
-describe("reason codes: status and category as the contract table (section 7) and decisions.md", () => {
+describe("reason codes: status and category as the contract table (section 7) and docs/behaviour.md", () => {
   const table = contractReasonTable
 
   it("the reason_code enum is closed: exactly the codes of the table", () => {

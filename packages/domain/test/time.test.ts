@@ -20,7 +20,7 @@ describe("RFC 3339 instants", () => {
     expect(parseRfc3339Instant("0099-12-31T23:59:59-00:30")?.toISOString()).toBe("0100-01-01T00:29:59.000Z")
   })
 
-  it("refuses leap seconds, year 0000 and impossible dates (decision documented in the README)", () => {
+  it("refuses leap seconds, year 0000 and impossible dates (docs/behaviour.md, Query values)", () => {
     for (const text of ["2026-06-30T23:59:60Z", "0000-01-01T00:00:00Z", "2026-02-29T00:00:00Z", "2026-05-01T24:00:00Z"]) {
       expect(parseRfc3339Instant(text)).toBeUndefined()
     }

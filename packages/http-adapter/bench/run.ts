@@ -22,7 +22,8 @@
  * BENCH_FLOOR_PORT (18081; a server's k-th process listens on its port plus 2k), BENCH_ROUTES (comma-separated route keys, default all; a partial
  * run only prints its figures),
  * BENCH_CPU_PROFILE_DIR (the service writes a V8 CPU profile there when it stops).
- * Writes bench/results.json and the results and query plans into README.md's Performance section.
+ * Writes bench/results.json, the results table of docs/performance.md and docs/query-plans.md
+ * (each between its `<!-- bench:...:start -->` and `:end -->` markers).
  */
 import { type ChildProcess, execFileSync, spawn } from "node:child_process"
 import { readFileSync, writeFileSync } from "node:fs"
@@ -68,8 +69,8 @@ const databaseUrl = process.env["DATABASE_URL"] || "postgres://postgres@127.0.0.
 const connections = number("BENCH_CONNECTIONS", 8)
 const duration = number("BENCH_DURATION", 12)
 // Four rounds of two processes per server: eight turns of 1.5 s per server, not four of 3 s, as
-// the machines here slow down for a few seconds at a time and shorter turns spread such a spell
-// over both servers (README, "Benchmark").
+// machines slow down for a few seconds at a time and shorter turns spread such a spell over
+// both servers (docs/performance.md, "Method").
 const rounds = Math.max(1, Math.floor(number("BENCH_ROUNDS", 4)))
 const warmup = number("BENCH_WARMUP", 2)
 const initialWarmup = number("BENCH_INITIAL_WARMUP", 4)
@@ -407,18 +408,28 @@ const explainAll = async (sql: Sql, samples: Samples, tokenDigest: string) => {
   return plans
 }
 
-const replaceBetween = (text: string, marker: string, content: string) => {
+/** Where `pnpm bench` writes its figures: each file's block between its bench markers. */
+const outputs = [
+  { path: resolve(root, "docs/performance.md"), marker: "results" },
+  { path: resolve(root, "docs/query-plans.md"), marker: "plans" }
+] as const
+
+/** The text of `path` with what stands between its `<!-- bench:MARKER:start -->` and `:end -->` markers replaced. */
+const replaceBetween = (path: string, marker: string, content: string): string => {
+  const text = readFileSync(path, "utf8")
   const start = `<!-- bench:${marker}:start -->`
   const end = `<!-- bench:${marker}:end -->`
   const from = text.indexOf(start)
   const to = text.indexOf(end)
-  if (from === -1 || to === -1) return text
+  if (from === -1 || to === -1 || to < from) throw new Error(`${path} has no ${start} ... ${end} block`)
   return `${text.slice(0, from + start.length)}\n${content}\n${text.slice(to)}`
 }
 
 const round = (value: number, digits = 1) => Math.round(value * 10 ** digits) / 10 ** digits
 
 const main = async () => {
+  // Refuse at once, not after the run, when an output has lost its markers.
+  for (const output of outputs) replaceBetween(output.path, output.marker, "")
   await ensureDatabase()
   const token = await Effect.runPromise(prepareData())
   const database = await openPool(databaseUrl, 2)
@@ -437,15 +448,13 @@ const main = async () => {
   }
   const profileDir = process.env["BENCH_CPU_PROFILE_DIR"]
   // What `pnpm start` runs: the bundle of src/main.ts (scripts/build-service.mjs). The floor is
-  // bundled the same way and runs on plain Node too: under the tsx loader it served 1 to 7%
-  // fewer requests per second than its own bundle (README, "Benchmark").
+  // bundled the same way and runs on plain Node too, so that the loader's cost falls on neither.
   const build = resolve(root, "packages/http-adapter/scripts/build-service.mjs")
   execFileSync(process.execPath, [build], { stdio: "inherit" })
   execFileSync(process.execPath, [build, "bench/floor-server.ts", "dist/floor.mjs"], { stdio: "inherit" })
   // Several processes of each server, measured in turn within every round: fresh processes of
-  // one build differ by up to a third in CPU per request on these machines, and a process
-  // keeps its speed for life (README, "Benchmark"), so one process per server makes the ratio
-  // a draw of two processes.
+  // one build differ by up to a third in CPU per request, and a process keeps its speed for
+  // life, so one process per server would make the ratio a draw of two processes.
   const services = Array.from({ length: processCount }, (_, k) =>
     startProcess(
       `service ${k + 1}`,
@@ -577,7 +586,7 @@ const main = async () => {
     targets
   }
   if (only.length > 0) {
-    log(`BENCH_ROUTES selects a part of the routes: results.json and README.md are left as they are\n${JSON.stringify(report, null, 2)}`)
+    log(`BENCH_ROUTES selects a part of the routes: results.json and docs/ are left as they are\n${JSON.stringify(report, null, 2)}`)
     return
   }
   writeFileSync(resolve(here, "results.json"), `${JSON.stringify(report, null, 2)}\n`)
@@ -608,10 +617,9 @@ const main = async () => {
     ...Object.entries(targets).map(([name, met]) => `| ${name} | ${met ? "yes" : "no"} |`)
   ].join("\n")
   const explained = plans.map((entry) => `${entry.name}:\n\n\`\`\`\n${entry.plan}\n\`\`\``).join("\n\n")
-  const readmePath = resolve(root, "README.md")
-  const readme = readFileSync(readmePath, "utf8")
-  writeFileSync(readmePath, replaceBetween(replaceBetween(readme, "results", table), "plans", explained))
-  log(`wrote ${resolve(here, "results.json")} and README.md's Performance section`)
+  const contents = { results: table, plans: explained }
+  for (const output of outputs) writeFileSync(output.path, replaceBetween(output.path, output.marker, contents[output.marker]))
+  log(`wrote ${resolve(here, "results.json")}, docs/performance.md's table and docs/query-plans.md`)
 }
 
 main().catch((error: unknown) => {

@@ -23,7 +23,7 @@ import {
 /**
  * The delivery worker end to end, in this process: real PostgreSQL (a fresh database per
  * test), the real worker, real HTTP on loopback, real HMAC, and the receiver kit as the
- * receiving side. The retry schedule is shortened (decisions.md's delays are minutes to hours).
+ * receiving side. The retry schedule is shortened (docs/webhooks.md's delays are minutes to hours).
  */
 
 const SHORT_SCHEDULE = [50, 50, 50, 50, 50, 50, 50]

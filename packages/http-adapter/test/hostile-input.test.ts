@@ -9,7 +9,7 @@ import { databases, riversideFullToken, type StoredServer, startStoredServer } f
  * as raw bytes over sockets so that malformed requests really reach it: fuzzed query strings,
  * path parameters, headers and bearer tokens. Every answer is the four-field JSON error body
  * with the catalogue's status for its reason (or a 200 for a request that happens to be
- * valid), never a 5xx, never silence; the limits of the README ("Limits") answer 431/400 with
+ * valid), never a 5xx, never silence; the limits of docs/operations.md ("Limits") answer 431/400 with
  * the same body shape; and the service still answers afterwards.
  */
 const token = riversideFullToken()
@@ -202,7 +202,7 @@ describe(`hostile input on the real server (${databases.label})`, () => {
     await stillServing()
   }, 60_000)
 
-  it("limits (README \"Limits\"): request line + headers up to 16 KiB are served; beyond, 431 request_header_fields_too_large with the body; 2,000+ headers, repeated Authorization", async () => {
+  it("limits (docs/operations.md \"Limits\"): request line + headers up to 16 KiB are served; beyond, 431 request_header_fields_too_large with the body; 2,000+ headers, repeated Authorization", async () => {
     // Just under the limit: a long query is read (and refused by the API's own rules, not by the transport).
     const nearLimit = await exchange(server.baseUrl, rawGet(`${LIST}?${"a".repeat(15_500)}=1`, [auth]))
     expectContractAnswer(nearLimit, "a 15.5 KiB query")

@@ -48,7 +48,7 @@ describe("OpenAPI document", () => {
     expect(response.body).toEqual(document)
   })
 
-  it("has the five GET operations with the operationIds of decisions.md on the contract's paths", () => {
+  it("has the five GET operations with the operationIds of docs/behaviour.md on the contract's paths", () => {
     const operations = operationsOf(document)
     expect([...operations.keys()].sort()).toEqual([...operationIds].sort())
     expect(Object.fromEntries([...operations].map(([id, { method, path }]) => [id, `${method} ${path}`]))).toEqual({

@@ -6,7 +6,7 @@ import type { StartedServer } from "./support/harness.js"
 import { databases, riversideFullToken, type StoredServer, startStoredServer } from "./support/stored-server.js"
 
 /**
- * The operations endpoints (README, "Running in production"): `/healthz`, `/readyz` and
+ * The operations endpoints (docs/operations.md, "Health and metrics"): `/healthz`, `/readyz` and
  * `/metrics`, without an API key, `Cache-Control: no-store` and `X-Request-Id` like every
  * response, nothing of a partner or a patient in them.
  */

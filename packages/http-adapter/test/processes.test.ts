@@ -12,7 +12,7 @@ import { send } from "./contract/http.js"
 /**
  * The service as real processes (`pnpm start`'s main module): it refuses to start in
  * production without a proper digest key, and two replicas on one PostgreSQL serve the same
- * data and record the same disclosures (stateless replicas, README "Running in production").
+ * data and record the same disclosures (stateless replicas, docs/operations.md "Scaling out").
  */
 const databaseUrl = process.env["DATABASE_URL"]?.trim()
 const DIGEST_KEY = "replicas-digest-key-0123456789abcdef0123456789"

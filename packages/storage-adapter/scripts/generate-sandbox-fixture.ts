@@ -1,6 +1,6 @@
 /**
  * Generates `fixtures/sandbox.fixture.json`, the data set the sandbox service starts with
- * (format `clinical-encounter-fixture/v1`, /work/shared/spec/fixture.md).
+ * (format `clinical-encounter-fixture/v1`, docs/fixture-format.md).
  *
  *   pnpm exec tsx packages/storage-adapter/scripts/generate-sandbox-fixture.ts
  *
@@ -180,7 +180,7 @@ const roundTo = (value: number, decimals: number): number => {
 }
 
 // ---------------------------------------------------------------------------------------
-// API-key tokens (decisions.md, "API keys")
+// API-key tokens (docs/behaviour.md, "API keys")
 // ---------------------------------------------------------------------------------------
 
 export const BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
@@ -199,7 +199,7 @@ export const tokenChecksum = (random30: string): string => {
 /**
  * A sandbox token whose 30 "random" characters are readable: the words (joined by `0`),
  * padded with `0`, ending in `1`. `Riverside0full0access0key` gives
- * `ce_test_Riverside0full0access0key00001` + checksum, as in fixture.example.json.
+ * `ce_test_Riverside0full0access0key00001` + checksum, as in example.fixture.json.
  */
 export const readableTestToken = (words: string): string => {
   const body = words.padEnd(29, "0") + "1"

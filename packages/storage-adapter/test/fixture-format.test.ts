@@ -5,7 +5,7 @@ import { describe, expect, it } from "@effect/vitest"
 import { Either } from "effect"
 import { type Fixture, FixtureRejected, jsonPointerToPath, validateFixture } from "../src/index.js"
 
-const exampleText = readFileSync(new URL("../../../../shared/spec/fixture.example.json", import.meta.url), "utf8")
+const exampleText = readFileSync(new URL("../fixtures/example.fixture.json", import.meta.url), "utf8")
 const example = (): Fixture => JSON.parse(exampleText)
 
 type Path = ReadonlyArray<string | number>
@@ -39,7 +39,7 @@ const rejection = (input: unknown) => {
   return result.left
 }
 
-describe("fixture format (fixture.md): schema and references", () => {
+describe("fixture format (docs/fixture-format.md): schema and references", () => {
   it("accepts the example fixture, as a value and as JSON text", () => {
     expect(Either.isRight(validateFixture(example()))).toBe(true)
     expect(Either.isRight(validateFixture(exampleText))).toBe(true)
@@ -105,7 +105,7 @@ describe("fixture format (fixture.md): schema and references", () => {
     })
   })
 
-  it("refuses a malformed key token (checksum) and accepts a freshly generated one (decisions.md, API keys)", () => {
+  it("refuses a malformed key token (checksum) and accepts a freshly generated one (docs/behaviour.md, API keys)", () => {
     expect(rejection(edited((f) => f.set(["api_keys", 0, "token"], "ce_live_0123456789abcdefghijABCDEFGHIJ3mpbC0")))).toMatchObject({
       path: "$.api_keys[0].token",
       message: expect.stringContaining("not a well-formed API key")

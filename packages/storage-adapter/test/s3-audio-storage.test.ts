@@ -31,7 +31,7 @@ const freshPgClient = Layer.scoped(
 const reference = (storageKey: string): RecordingReference => ({ storageKey, contentType: "audio/wav" })
 
 const exampleFixture: unknown = JSON.parse(
-  readFileSync(new URL("../../../../shared/spec/fixture.example.json", import.meta.url), "utf8")
+  readFileSync(new URL("../fixtures/example.fixture.json", import.meta.url), "utf8")
 )
 
 /** The signing instant and lifetime a presigned URL carries, and its real expiry. */

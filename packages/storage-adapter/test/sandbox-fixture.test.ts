@@ -19,8 +19,13 @@ import {
 // ajv-formats is CommonJS: under NodeNext its default import is the module object.
 const addFormats = addFormatsModule.default
 
-const specFile = (name: string): string =>
-  readFileSync(new URL(`../../../../shared/spec/${name}`, import.meta.url), "utf8")
+/** The data files the format and the key rules are checked against, all in this repository. */
+const dataFile = {
+  schema: new URL("../src/fixture/fixture.schema.json", import.meta.url),
+  example: new URL("../fixtures/example.fixture.json", import.meta.url),
+  keyVectors: new URL("../../domain/test/vectors/key-vectors.json", import.meta.url)
+} as const
+const readDataFile = (name: keyof typeof dataFile): string => readFileSync(dataFile[name], "utf8")
 
 const committedText = readFileSync(sandboxFixturePath, "utf8")
 const committed = JSON.parse(committedText) as ClinicalEncounterFixture
@@ -46,10 +51,10 @@ const ALL_SCOPES: ReadonlyArray<Scope> = ["encounters:read", "patients:read", "d
 const compileFixtureValidator = () => {
   const ajv = new Ajv2020({ allErrors: true })
   addFormats(ajv)
-  return ajv.compile(JSON.parse(specFile("fixture.schema.json")))
+  return ajv.compile(JSON.parse(readDataFile("schema")))
 }
 
-/** encounter_type as decisions.md ("Resources") derives it: first match wins. */
+/** encounter_type as docs/behaviour.md ("Resources") derives it: first match wins. */
 const encounterTypeOf = (encounter: FixtureEncounter): string | null => {
   const documents = encounter.documents
   const transcripts = documents.filter((document) => document.schema_type === "ambient_transcript")
@@ -121,8 +126,8 @@ describe("sandbox fixture: format and determinism", () => {
   })
 })
 
-describe("sandbox fixture: API key tokens (decisions.md, API keys)", () => {
-  const keyVectors = JSON.parse(specFile("key-vectors.json")) as {
+describe("sandbox fixture: API key tokens (docs/behaviour.md, API keys)", () => {
+  const keyVectors = JSON.parse(readDataFile("keyVectors")) as {
     readonly well_formed: ReadonlyArray<string>
     readonly malformed: ReadonlyArray<{ readonly token: string; readonly why: string }>
   }
@@ -142,8 +147,8 @@ describe("sandbox fixture: API key tokens (decisions.md, API keys)", () => {
     }
   })
 
-  it("readable tokens reproduce the tokens of fixture.example.json", () => {
-    const example = JSON.parse(specFile("fixture.example.json")) as ClinicalEncounterFixture
+  it("readable tokens reproduce the tokens of example.fixture.json", () => {
+    const example = JSON.parse(readDataFile("example")) as ClinicalEncounterFixture
     const fullAccess = example.api_keys.find((key) => key.label === "riverside full access")
     expect(fullAccess?.token).toBe(readableTestToken("Riverside0full0access0key"))
     for (const { token } of example.api_keys) {
@@ -168,7 +173,7 @@ describe("sandbox fixture: API key tokens (decisions.md, API keys)", () => {
   })
 })
 
-describe("sandbox fixture: references resolve (fixture.md loading rules)", () => {
+describe("sandbox fixture: references resolve (docs/fixture-format.md loading rules)", () => {
   it("every id is unique across the whole file", () => {
     const ids = [
       ...committed.organizations.map((organization) => organization.organization_id),

@@ -56,7 +56,7 @@ const lookupOnce = (lookup: ReturnType<typeof guardedLookup>, host: string) =>
   )
 
 describe("delivery worker: schedule, gate, address guard, configuration", () => {
-  it("planNextStep: a test schedule replaces decisions.md's delays, with up to 20% jitter", () => {
+  it("planNextStep: a test schedule replaces docs/webhooks.md's delays, with up to 20% jitter", () => {
     const step = planNextStep({
       delivery: { scheduleAttemptNumber: 2, maxAttempts: 8 },
       outcome: retryable,
@@ -69,7 +69,7 @@ describe("delivery worker: schedule, gate, address guard, configuration", () => 
     expect(beyond._tag === "Retry" && beyond.delayMs).toBe(200)
   })
 
-  it("planNextStep: without a test schedule the first retry is 5 s plus jitter (decisions.md)", () => {
+  it("planNextStep: without a test schedule the first retry is 5 s plus jitter (docs/webhooks.md)", () => {
     const step = planNextStep({ delivery: { scheduleAttemptNumber: 1, maxAttempts: 8 }, outcome: retryable, now, random: () => 0.999 })
     expect(step._tag).toBe("Retry")
     if (step._tag === "Retry") expect(step.delayMs).toBeGreaterThanOrEqual(5000)

@@ -8,7 +8,7 @@ import { type OperationId, requiredScopes, type Scope } from "../routes.js"
 import { computeApiKeyDigest, hasTestPrefix, parseApiKeyToken, type ParsedApiKeyToken } from "./api-key-token.js"
 
 /**
- * The access policy: decisions.md "Order of checks, in full", sections 1 (401 and the 503 of
+ * The access policy: docs/behaviour.md "Order of checks, in full", sections 1 (401 and the 503 of
  * the digest lookup) and 2 (403). Each stage is a pure function returning the first failure
  * of its own checks; `decideAccess` composes them over given inputs and `AccessPolicyLive`
  * composes the very same functions over the stores, the configuration and the clock.
@@ -57,7 +57,7 @@ export const screenToken = (token: string, config: AccessConfig): Either.Either<
 
 /**
  * The key found by digest, in the contract's order. A key both revoked and expired is
- * `revoked_key`; a key is expired strictly after its `expiresAt` (fixture.md: "the instant
+ * `revoked_key`; a key is expired strictly after its `expiresAt` (docs/fixture-format.md: "the instant
  * after which the key is expired"), so at that very instant it is still valid.
  */
 export const evaluateKeyRecord = (
@@ -79,7 +79,7 @@ export const requireOrganizationScope = (key: ApiKeyRecord): Either.Either<Organ
     : refuse("org_scope_only_required")
 
 /**
- * The 403 checks, in decisions.md order. A missing organization record, or a record of
+ * The 403 checks, in docs/behaviour.md order. A missing organization record, or a record of
  * another organization than the key's, counts as an organization with no enabled route
  * that is not approved.
  */
@@ -129,7 +129,7 @@ export class AccessPolicy extends Context.Tag("@clinical-api/domain/AccessPolicy
 >() {}
 
 /**
- * A store failure is answered 503 `digest_key_unavailable` (decisions.md: key verification and
+ * A store failure is answered 503 `digest_key_unavailable` (docs/behaviour.md: key verification and
  * data share one store). The cause goes to `detail`, for logs only; the token is scrubbed
  * from it in case a driver ever echoes it.
  */
@@ -151,7 +151,7 @@ export const AccessPolicyLive: Layer.Layer<AccessPolicy, never, ApiKeyStore | Or
       const config = yield* PublicApiConfig
 
       // On the request path: untraced, as a span costs about 12 µs per call even with no tracer
-      // configured, some 4% of the CPU of a detail read (README, "Performance").
+      // configured, some 4% of the CPU of a detail read.
       const authorize = Effect.fnUntraced(function* (
         authorization: string | undefined,
         operation: OperationId

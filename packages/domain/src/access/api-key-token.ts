@@ -3,7 +3,7 @@ import { crc32 } from "node:zlib"
 import { Redacted } from "effect"
 
 /**
- * API-key tokens (decisions.md, "API keys"): `ce_live_` or `ce_test_`, 30 random base62
+ * API-key tokens (docs/behaviour.md, "API keys"): `ce_live_` or `ce_test_`, 30 random base62
  * characters, then a 6-character base62 CRC-32 of those 30 characters. The checksum lets a
  * mistyped key be refused without a store lookup and lets secret scanners recognise leaks.
  */

@@ -1,5 +1,5 @@
 /**
- * Address rules for webhook endpoints (decisions.md, "Webhooks"): in production an endpoint
+ * Address rules for webhook endpoints (docs/webhooks.md): in production an endpoint
  * must not resolve to loopback, private, link-local or metadata addresses. The domain does no
  * DNS: the adapter resolves the host and hands the addresses here. Small hand-written parsers,
  * because the domain depends on effect alone.

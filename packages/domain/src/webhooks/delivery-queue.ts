@@ -4,7 +4,7 @@ import type { StoreUnavailable } from "../ports.js"
 import type { DeliveryOutcome, DeliveryStep, NetworkErrorClass, WebhookDeliveryState } from "./retry.js"
 
 /**
- * decisions.md, "Webhooks": runtime status `planned_not_generally_available` (the default)
+ * docs/webhooks.md: runtime status `planned_not_generally_available` (the default)
  * sends no delivery at all; `enabled` is the configuration switch for sandbox and testing.
  */
 export const WEBHOOK_RUNTIME_STATUSES = ["planned_not_generally_available", "enabled"] as const
@@ -64,7 +64,7 @@ export interface LeaseRequest {
   readonly workerId: string
   readonly now: Date
   readonly limit: number
-  /** 60 s in production (decisions.md); shorter in tests. */
+  /** 60 s in production (docs/webhooks.md); shorter in tests. */
   readonly leaseMs: number
   /** Only this delivery (operator `send-test`); any due delivery when omitted. */
   readonly deliveryId?: WebhookDeliveryId

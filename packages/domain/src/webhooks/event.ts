@@ -60,7 +60,7 @@ export const TranscriptReadyEvent = Schema.Struct({
 export type TranscriptReadyEvent = typeof TranscriptReadyEvent.Type
 
 /**
- * `webhook.endpoint_test` (decisions.md, "Webhooks"): the same envelope without resources, so a
+ * `webhook.endpoint_test` (docs/webhooks.md): the same envelope without resources, so a
  * receiver can check its signature handling end to end. Operator tooling only.
  */
 export const EndpointTestEvent = Schema.Struct({

@@ -1,6 +1,6 @@
 import { Schema } from "effect"
 
-/** decisions.md, "Webhooks": one attempt times out after 15 s. */
+/** docs/webhooks.md: one attempt times out after 15 s. */
 export const WEBHOOK_ATTEMPT_TIMEOUT_MS = 15_000
 /** A `sending` delivery is leased for 60 s; after that it is stale and may be taken again. */
 export const WEBHOOK_LEASE_SECONDS = 60
@@ -125,7 +125,7 @@ export const nextDeliveryStep = (input: {
   return { _tag: "Retry", at: new Date(now.getTime() + delayMs), delayMs }
 }
 
-/** decisions.md: `pending` -> `sending` (leased) -> `succeeded` | `failed` | `cancelled`. */
+/** docs/webhooks.md: `pending` -> `sending` (leased) -> `succeeded` | `failed` | `cancelled`. */
 export const WebhookDeliveryState = Schema.Literal("pending", "sending", "succeeded", "failed", "cancelled")
 export type WebhookDeliveryState = typeof WebhookDeliveryState.Type
 

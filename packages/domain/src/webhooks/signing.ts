@@ -20,7 +20,7 @@ export const webhookBodyBytes = (rawBody: Uint8Array | string): Uint8Array =>
 
 /**
  * The raw HMAC-SHA256 digest of `timestamp + "." + rawBody`. The key is the UTF-8 bytes of the
- * whole secret string, prefix included (decisions.md). The body bytes are fed to the HMAC as
+ * whole secret string, prefix included (docs/webhooks.md). The body bytes are fed to the HMAC as
  * they are, never decoded and re-encoded.
  */
 export const webhookSignatureDigest = (input: {

@@ -1,7 +1,7 @@
 import { Schema } from "effect"
 import { type AddressClass, classifyAddress, parseIpv4, parseIpv6 } from "./address.js"
 
-/** Clinical subscriptions start `disabled`; activation writes a new `active` revision (decisions.md). */
+/** Clinical subscriptions start `disabled`; activation writes a new `active` revision (docs/webhooks.md). */
 export const WebhookSubscriptionStatus = Schema.Literal("disabled", "active")
 export type WebhookSubscriptionStatus = typeof WebhookSubscriptionStatus.Type
 
@@ -80,7 +80,7 @@ const problemOf: { readonly [C in AddressClass]: EndpointUrlProblem | undefined 
 }
 
 /**
- * decisions.md: in production an endpoint URL is https and none of the addresses its host
+ * docs/webhooks.md: in production an endpoint URL is https and none of the addresses its host
  * resolves to is loopback, private (including carrier-grade NAT 100.64/10 and unique-local
  * fc00::/7), link-local, metadata, unspecified or otherwise reserved; IPv4-mapped and other
  * IPv4-embedding IPv6 forms are judged by their IPv4 address. The sandbox also allows http and

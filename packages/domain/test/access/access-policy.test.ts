@@ -46,7 +46,7 @@ const SCOPES_REQUIRED: Record<OperationId, ReadonlyArray<Scope>> = {
   getPublicDocumentAudio: ["encounters:read", "documents:read", "recordings:read"]
 }
 
-/** decisions.md "Order of checks, in full", sections 1 and 2. */
+/** docs/behaviour.md "Order of checks, in full", sections 1 and 2. */
 const CHECK_ORDER: ReadonlyArray<ReasonCode> = [
   "missing_bearer",
   "api_keys_disabled",
@@ -186,7 +186,7 @@ describe("evaluateKeyRecord", () => {
     expect(evaluateKeyRecord(Option.some(key), NOW)).toEqual(Either.right(key))
   })
 
-  it("a key both revoked and expired is revoked_key (decisions.md)", () => {
+  it("a key both revoked and expired is revoked_key (docs/behaviour.md)", () => {
     const key = { ...activeKey, state: "revoked" as const, expiresAt: new Date(0) }
     expectRefused(evaluateKeyRecord(Option.some(key), NOW), "revoked_key", 401)
   })
@@ -469,7 +469,7 @@ const toInput = (c: AccessCase): AccessDecisionInput => ({
   now: c.now
 })
 
-/** Every check of decisions.md sections 1 and 2 that fails for this case, in the documented order. */
+/** Every check of docs/behaviour.md sections 1 and 2 that fails for this case, in the documented order. */
 const failingChecks = (c: AccessCase): ReadonlyArray<ReasonCode> => {
   const failing: Array<ReasonCode> = []
   if (!c.header.ok) failing.push("missing_bearer")

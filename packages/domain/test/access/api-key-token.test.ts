@@ -18,9 +18,9 @@ interface KeyVectors {
   readonly malformed: ReadonlyArray<{ readonly token: string; readonly why: string }>
 }
 
-// This file is /work/main/packages/domain/test/access/; the shared spec is /work/shared/spec/.
+// The key format's test vectors (docs/behaviour.md, "API keys"), kept beside the tests.
 const vectors: KeyVectors = JSON.parse(
-  readFileSync(new URL("../../../../../shared/spec/key-vectors.json", import.meta.url), "utf8")
+  readFileSync(new URL("../vectors/key-vectors.json", import.meta.url), "utf8")
 )
 
 const ALPHABET = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
@@ -53,7 +53,7 @@ const environments = fc.constantFrom<KeyEnvironment>("live", "test")
 const base62Strings = (length: number) =>
   fc.array(fc.constantFrom(...ALPHABET), { minLength: length, maxLength: length }).map((chars) => chars.join(""))
 
-describe("API-key tokens (decisions.md, API keys)", () => {
+describe("API-key tokens (docs/behaviour.md, API keys)", () => {
   describe("key-vectors.json", () => {
     it("has vectors to check", () => {
       expect(vectors.well_formed.length).toBeGreaterThan(0)

@@ -1,5 +1,5 @@
 /**
- * Contract section 7 and decisions.md ("Errors outside the table"), written out literally and
+ * Contract section 7 and docs/behaviour.md ("Errors outside the table"), written out literally and
  * independently of the domain's catalogue, so tests compare the catalogue against the contract.
  */
 export const contractReasonTable: Readonly<Record<string, readonly [status: number, error: string]>> = {
@@ -30,10 +30,10 @@ export const contractReasonTable: Readonly<Record<string, readonly [status: numb
   invalid_sort: [422, "api_key_validation_failed"],
   digest_key_unavailable: [503, "public_api_unavailable"],
   audio_storage_unavailable: [503, "public_api_unavailable"],
-  // decisions.md, "Errors outside the table".
+  // docs/behaviour.md, "Errors outside the table".
   route_not_found: [404, "public_api_not_found"],
   method_not_allowed: [405, "public_api_method_not_allowed"],
-  // The transport refusals (README, "Limits"); decisions.md: every 400 is public_api_bad_request,
+  // The transport refusals (docs/operations.md, "Limits"); docs/behaviour.md: every 400 is public_api_bad_request,
   // and the service keeps that category for the 408 and the 431 its HTTP parser answers.
   malformed_http_request: [400, "public_api_bad_request"],
   request_timeout: [408, "public_api_bad_request"],

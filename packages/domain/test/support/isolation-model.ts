@@ -19,7 +19,7 @@ import {
  * The isolation model shared by the domain property test (in-memory adapters) and the HTTP
  * one (PostgreSQL): generated data sets over several organizations, generated keys and
  * requests, and an oracle that says what the answer must be. The oracle is written from the
- * contract and decisions.md alone, on purpose without any of the domain's rule functions, so
+ * contract and docs/behaviour.md alone, on purpose without any of the domain's rule functions, so
  * that a wrong rule cannot agree with itself.
  */
 
@@ -724,6 +724,6 @@ export const successViolations = (model: ModelDataSet, expected: Expected, opera
   return problems
 }
 
-/** How many disclosure events a success records (decisions.md): one per listed encounter, else one. */
+/** How many disclosure events a success records (docs/behaviour.md): one per listed encounter, else one. */
 export const expectedDisclosures = (expected: Expected): number =>
   expected.kind === "error" ? 0 : expected.kind === "list" ? expected.encounterIds.length : 1

@@ -55,7 +55,7 @@ describe("classifyDeliveryOutcome (contract 6.3)", () => {
   })
 })
 
-describe("retry schedule (decisions.md Webhooks)", () => {
+describe("retry schedule (docs/webhooks.md)", () => {
   it("constants: 15 s attempt time-out, 60 s lease, 8 attempts, delays 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h", () => {
     expect(WEBHOOK_ATTEMPT_TIMEOUT_MS).toBe(15_000)
     expect(WEBHOOK_LEASE_SECONDS).toBe(60)
@@ -176,7 +176,7 @@ describe("Retry-After (honoured on 429 and 503, up to 1 hour)", () => {
   })
 })
 
-describe("delivery states (decisions.md: pending -> sending -> succeeded | failed | cancelled)", () => {
+describe("delivery states (docs/webhooks.md: pending -> sending -> succeeded | failed | cancelled)", () => {
   const transitions: ReadonlyArray<WebhookDeliveryTransition> = ["lease", "reclaim_stale", "succeed", "retry", "fail", "cancel"]
 
   it("allows exactly the documented transitions", () => {

@@ -11,7 +11,7 @@ import {
 } from "../../src/webhooks/index.js"
 import { webhookVectors } from "./vectors.js"
 
-describe("webhook signing (contract 6.1, decisions.md Webhooks)", () => {
+describe("webhook signing (contract 6.1, docs/webhooks.md)", () => {
   it("reproduces every signature of webhook-vectors.json from the text body", () => {
     expect(webhookVectors.length).toBeGreaterThanOrEqual(2)
     for (const vector of webhookVectors) {

@@ -11,7 +11,7 @@ import {
   type WebhookReadiness
 } from "../../src/webhooks/index.js"
 
-describe("activation readiness (contract 6.4, decisions.md Webhooks)", () => {
+describe("activation readiness (contract 6.4, docs/webhooks.md)", () => {
   const allConfirmed: WebhookReadiness = {
     approved_routes: "confirmed",
     least_privilege_scopes: "confirmed",
@@ -156,7 +156,7 @@ describe("classifyAddress", () => {
   })
 })
 
-describe("checkEndpointUrl (decisions.md: https, no loopback/private/link-local/metadata in production)", () => {
+describe("checkEndpointUrl (docs/webhooks.md: https, no loopback/private/link-local/metadata in production)", () => {
   const production = (url: string, resolvedAddresses: ReadonlyArray<string>) =>
     checkEndpointUrl({ url, resolvedAddresses, environment: "production" })
   const sandbox = (url: string, resolvedAddresses: ReadonlyArray<string>) =>

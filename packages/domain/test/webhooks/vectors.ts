@@ -13,7 +13,7 @@ const WebhookVectors = Schema.Struct({
   )
 })
 
-/** /work/shared/spec/webhook-vectors.json, read relative to this file. */
+/** The webhook signature's test vectors (docs/webhooks.md), `../vectors/webhook-vectors.json`. */
 export const webhookVectors = Schema.decodeUnknownSync(WebhookVectors)(
-  JSON.parse(readFileSync(new URL("../../../../../shared/spec/webhook-vectors.json", import.meta.url), "utf8"))
+  JSON.parse(readFileSync(new URL("../vectors/webhook-vectors.json", import.meta.url), "utf8"))
 ).vectors

@@ -2,7 +2,7 @@ import { type OperationId, requiredScopes } from "@clinical-api/domain"
 
 /**
  * The prose of the OpenAPI document: the decisions the contract leaves open
- * (decisions.md) are promises, so they are written where partners read them.
+ * (docs/behaviour.md) are promises, so they are written where partners read them.
  */
 export const apiDescription = `Read-only REST API over clinical encounters, their documents, finalized transcripts and
 short-lived signed audio links. Every route is GET, requires an organization-scoped API key

@@ -11,7 +11,7 @@ import { Schema } from "effect"
 
 /**
  * Which reason codes each operation can answer, status by status (contract 4.1 to 4.5 and
- * section 7, decisions.md "Order of checks"). This is documentation of the wire, not a rule:
+ * section 7, docs/behaviour.md "Order of checks"). This is documentation of the wire, not a rule:
  * the domain decides; the OpenAPI document and the typed client are built from this table,
  * and the contract tests validate every response against it, so a code the domain returns
  * that is missing here fails a test.

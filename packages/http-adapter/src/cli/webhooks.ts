@@ -36,7 +36,7 @@ import { jsonOption, printJsonLine, printList } from "./output.js"
 
 /**
  * `webhooks ...`: subscriptions, readiness, activation and revocation, secrets, deliveries,
- * the endpoint test, publishing, and the delivery worker (decisions.md, "Webhooks"; the REST
+ * the endpoint test, publishing, and the delivery worker (docs/webhooks.md; the REST
  * API has no such operations). Arguments are checked before the database is opened.
  */
 

@@ -62,7 +62,7 @@ const refusal = (reasonCode: PublicApiError["reasonCode"], detail?: string) =>
 /**
  * Anything the platform or a handler lets escape: the router's `RouteNotFound` (a path that
  * matched our templates but not the router cannot happen, but is still a 404), otherwise the
- * contract's 503 (decisions.md: never a 500). Only the class of a defect is logged, never its
+ * contract's 503 (docs/behaviour.md: never a 500). Only the class of a defect is logged, never its
  * message, which may quote data.
  */
 const recover = (cause: Cause.Cause<unknown>): PublicApiError => {
@@ -123,7 +123,7 @@ const refused = (error: PublicApiError): Outcome => ({
 
 const ALLOWED_METHODS: ReadonlySet<string> = new Set(["GET", "HEAD"])
 
-/** The longest an API request may take before it is answered 503 (README, "Limits"). */
+/** The longest an API request may take before it is answered 503 (docs/operations.md, "Limits"). */
 export const REQUEST_DEADLINE = Duration.seconds(10)
 
 /** The request deadline in milliseconds, for the fast path's timer. */
@@ -259,7 +259,7 @@ const makePublicHttpApp = (
   // The request's generator functions are made once, here: one made per request would get a V8
   // map of its own in the old generation, which keeps the function and all it closes over (the
   // request, its rows, its response) alive through every scavenge until the next full
-  // collection (README, "Performance").
+  // collection.
   const operationOutcome = Effect.fnUntraced(function*(
     operationId: OperationId,
     match: RouteMatch,
@@ -397,6 +397,7 @@ const makePublicHttpApp = (
    * request at eight in flight, a tenth of an encounter detail, against about 1 µs for a timer),
    * and the answer is written by the fiber's exit observer. Anything else is left to the
    * platform: the caller passes it on when this returns false.
+   * (docs/decisions/0005-node-fast-path.md)
    */
   const serveOnNode = (nodeRequest: IncomingMessage, nodeResponse: ServerResponse): boolean => {
     const url = nodeRequest.url ?? "/"

@@ -5,7 +5,7 @@ import { Duration, Effect, Option } from "effect"
 
 /**
  * The operations endpoints, outside the contract and served without an API key on the same
- * listener as the API (README, "Running in production"): `GET /healthz` (the process
+ * listener as the API (docs/operations.md, "Health and metrics"): `GET /healthz` (the process
  * answers), `GET /readyz` (the database answers and its migrations are exactly this build's)
  * and `GET /metrics` (Prometheus text). None of them shows patient data, an organization id,
  * a key or a path id: the labels are operationIds, route templates and statuses only.

@@ -3,7 +3,7 @@ import type { Duplex } from "node:stream"
 import { PublicApiError } from "@clinical-api/domain"
 
 /**
- * Requests Node's HTTP parser refuses before there is a request at all (README, "Limits"):
+ * Requests Node's HTTP parser refuses before there is a request at all (docs/operations.md, "Limits"):
  * request line plus headers over `MAX_HEADER_BYTES` (431), a request that is not HTTP/1.x
  * (bytes that are not a token in a header name, CR or LF or NUL in a header value, a bad
  * request line, a bad chunked body: 400), or one not received in time (408). Node would

@@ -1,5 +1,5 @@
 import { apiKeyChecksum, type OperationId, operationIds } from "@clinical-api/domain"
-import example from "./fixture.example.json" with { type: "json" }
+import { exampleFixtureText } from "./example-fixture.js"
 import type { FixtureDocument, FixtureEncounter } from "./fixture-data-set.js"
 
 /** A well-formed token (prefix, 30 base62 characters, CRC-32 checksum) from a readable seed. */
@@ -8,7 +8,7 @@ export const makeToken = (environment: "live" | "test", seed: string): string =>
   return `ce_${environment}_${random}${apiKeyChecksum(random)}`
 }
 
-const base = example as FixtureDocument
+const base = JSON.parse(exampleFixtureText) as FixtureDocument
 const tokenOf = (label: string) => {
   const key = base.api_keys.find((candidate) => candidate.label === label)
   if (key === undefined) throw new Error(`no key ${label} in the example fixture`)

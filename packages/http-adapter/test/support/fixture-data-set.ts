@@ -12,7 +12,7 @@ import {
 import type { Redacted } from "effect"
 import type { ApiKeyKind, ApiKeyState, DataClass, OperationId, Scope, SchemaType, WorkflowVariant } from "@clinical-api/domain"
 
-/** The fixture format of /work/shared/spec/fixture.md, as far as these tests use it. */
+/** The fixture format (docs/fixture-format.md), as far as these tests use it. */
 export interface FixtureDocument {
   readonly format: "clinical-encounter-fixture/v1"
   readonly organizations: ReadonlyArray<{

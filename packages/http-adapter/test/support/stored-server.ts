@@ -1,4 +1,3 @@
-import { readFileSync } from "node:fs"
 import { AccessPolicyLive, PublicApiConfig, PublicApiLive } from "@clinical-api/domain"
 import {
   AudioStorageFromConfig,
@@ -16,12 +15,9 @@ import { HttpServer } from "@effect/platform"
 import { Clock, ConfigProvider, Context, Deferred, Effect, Exit, Layer, Option, Scope } from "effect"
 import { serviceConfig } from "../../src/config.js"
 import { HttpApiRoutesLive, makeHttpServerLayer, makeRequestLogCollector } from "../../src/index.js"
+import { exampleFixtureText } from "./example-fixture.js"
 
-/** The example fixture of the spec, as partners get it. */
-export const exampleFixtureText = readFileSync(
-  new URL("../../../../../shared/spec/fixture.example.json", import.meta.url),
-  "utf8"
-)
+export { exampleFixtureText }
 
 /**
  * A real PostgreSQL server (own random database, dropped afterwards): DATABASE_URL, or a

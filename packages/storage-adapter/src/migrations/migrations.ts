@@ -4,7 +4,7 @@
  * migrations differ from these. Later changes (the webhook tables, for one) are new entries
  * with the next version.
  *
- * Ids are `text COLLATE "C"` so that ordering and comparison are bytewise (decisions.md,
+ * Ids are `text COLLATE "C"` so that ordering and comparison are bytewise (docs/behaviour.md,
  * tie-breaker); timestamps are `timestamptz` (the API shows milliseconds).
  */
 export interface Migration {
@@ -129,7 +129,7 @@ ALTER TABLE disclosure_events ADD COLUMN recorded_seq bigint GENERATED ALWAYS AS
 `
 
 /**
- * The webhook outbox (decisions.md, "Webhooks"): subscriptions with their readiness and
+ * The webhook outbox (docs/webhooks.md): subscriptions with their readiness and
  * revision history, signing secrets, events with their exact body bytes, deliveries with
  * their lease, and one record per attempt (never a response body).
  *

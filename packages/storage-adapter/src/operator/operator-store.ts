@@ -91,7 +91,7 @@ export interface IssuedApiKey {
   readonly token: string
 }
 
-/** One line of the disclosure export (JSON Lines), in the field names of decisions.md. */
+/** One line of the disclosure export (JSON Lines), in the field names of docs/behaviour.md. */
 export interface DisclosureExportLine {
   readonly event_id: string
   readonly occurred_at: string

@@ -37,7 +37,8 @@ export const disclosureInsertStatement = (sql: Sql, events: ReadonlyArray<Disclo
  */
 export const makeDisclosureRecorder = Effect.gen(function* () {
   const client = yield* PgClient
-  // A plain function, not a generator: it is on every request's path (README, "Performance").
+  // A plain function, not a generator: it is on every request's path, where each generator
+  // step is an operation of the fiber's run loop.
   const record = (events: ReadonlyArray<DisclosureEvent>): Effect.Effect<void, StoreUnavailable> =>
     events.length === 0 ? Effect.void : client.appendAtCommit("disclosures.record", disclosureInsertStatement, events)
   return DisclosureRecorder.of({ record })

@@ -164,7 +164,7 @@ const makeEmbedded = (signingKey: Redacted.Redacted<string>, mediaBaseUrl: Effec
     })
 
     // On the request path: untraced, as a span costs about 12 µs per call even with no tracer
-    // configured, some 4% of the CPU of a detail read (README, "Performance").
+    // configured, some 4% of the CPU of a detail read.
     const exists = Effect.fnUntraced(function* (reference: MarkedRecordingReference) {
       if (reference[embeddedObjectSeenIn] === client) return true
       const rows = yield* client

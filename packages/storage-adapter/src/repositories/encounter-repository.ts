@@ -165,9 +165,9 @@ const clinicalTotal = (sql: Sql, organizationId: OrganizationId, query: Encounte
 /**
  * From this offset on, the page does not skip its offset in the index entry by entry: it seeks
  * the first whole UTC day that the offset does not pass entirely, from the daily counts, and
- * skips in the index only what remains of the offset within that day (`pageSeek`). At offset
- * 10,000 the page's keys took PostgreSQL 0.9 to 1.3 ms skipped, about 0.1 ms sought; at about
- * a thousand the two cost the same (README, "Performance").
+ * skips in the index only what remains of the offset within that day (`pageSeek`). Seeking
+ * pays off from about a thousand entries on: below, a plain skip costs as little
+ * (docs/decisions/0006-daily-counts.md).
  */
 export const seekFromOffset = 1_000
 
@@ -321,7 +321,7 @@ const toStoredEncounterHead = (row: EncounterRow): StoredEncounterHead => ({
 })
 
 // Not `{ ...head, documents }`: V8 gives each object made by that spread a map of its own, in
-// the old generation (README, "Performance"); adding the property shares one map transition.
+// the old generation; adding the property shares one map transition.
 const toStoredEncounter = (
   row: EncounterRow,
   documents: ReadonlyArray<StoredDocumentSummary>
@@ -381,7 +381,7 @@ export const makeEncounterRepository = Effect.gen(function* () {
         )
 
   // On the request path: untraced, as a span costs about 12 µs per call even with no tracer
-  // configured, some 4% of the CPU of a detail read (README, "Performance").
+  // configured, some 4% of the CPU of a detail read.
   const listForOrganization = Effect.fnUntraced(function* (
     organizationId: OrganizationId,
     query: EncounterListQuery
@@ -436,7 +436,8 @@ export const makeEncounterRepository = Effect.gen(function* () {
     if (row["transcript_provider"] == null) return { encounter, document, finalTranscript: Option.none<PublicFinalTranscript>() }
     const transcript = (yield* checkRows(JoinedTranscriptRow, operation)([row]))[0]!
     // Passed to the reply as it is, unparsed: parsing and checking each turn, then writing it
-    // again, cost a 200-turn transcript more than the rest of its read (README, "Performance").
+    // again, cost a 200-turn transcript more than the rest of its read
+    // (docs/decisions/0007-transcript-turns-json.md).
     // The store holds only what the contract promises: `turns_json` is built by the triggers of
     // migration 6 from typed, NOT NULL columns, in the route's order, each turn exactly
     // { speaker, text, start, end }, and migration 7 refuses a time that is not finite and a

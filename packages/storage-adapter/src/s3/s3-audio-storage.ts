@@ -99,7 +99,7 @@ export const makeS3AudioStorage = (client: S3Client, settings: S3AudioSettings) 
   })
 
   // On the request path: untraced, as a span costs about 12 µs per call even with no tracer
-  // configured, some 4% of the CPU of a detail read (README, "Performance").
+  // configured, some 4% of the CPU of a detail read.
   const exists = Effect.fnUntraced(function* (reference: RecordingReference) {
     return yield* call("audio.exists", (abortSignal) =>
       client.send(new HeadObjectCommand({ Bucket: settings.bucket, Key: reference.storageKey }), { abortSignal })

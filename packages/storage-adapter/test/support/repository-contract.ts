@@ -47,7 +47,7 @@ import type { TestDatabase, TestDatabaseFactory } from "../../src/testing/test-d
 
 export const digestKey = Redacted.make("contract-suite-digest-key")
 
-const exampleFixtureText = readFileSync(new URL("../../../../../shared/spec/fixture.example.json", import.meta.url), "utf8")
+const exampleFixtureText = readFileSync(new URL("../../fixtures/example.fixture.json", import.meta.url), "utf8")
 
 class CurrentDatabase extends Context.Tag("test/CurrentDatabase")<
   CurrentDatabase,

@@ -27,7 +27,7 @@ export interface SignedDelivery {
 
 /**
  * A delivery of `event` signed at `now` with `secret`, the newest secret of the subscription
- * (decisions.md, rotation). The body is `serializeWebhookEvent`: for a stored event, sign its
+ * (docs/webhooks.md, rotation). The body is `serializeWebhookEvent`: for a stored event, sign its
  * stored bytes with `signStoredDelivery` instead, so that retries send the same bytes.
  */
 export const buildSignedDelivery = (input: {
@@ -67,7 +67,7 @@ export interface DeliverWebhookInput {
   readonly timeoutMs?: number
   /**
    * A DNS lookup to use instead of the system's, e.g. one that refuses private addresses in
-   * production (decisions.md); its error is classified like any DNS error.
+   * production (docs/webhooks.md); its error is classified like any DNS error.
    */
   readonly lookup?: LookupFunction
 }

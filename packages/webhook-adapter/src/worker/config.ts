@@ -15,7 +15,7 @@ import { Config, ConfigError, Either, Option } from "effect"
  *   `enabled` (sandbox and testing).
  * - `PUBLIC_API_ENVIRONMENT`: `sandbox` (default) or `production`; the endpoint address rules.
  * - `WEBHOOK_WORKER_CONCURRENCY` (default 4) and `WEBHOOK_POLL_INTERVAL_MS` (default 1000).
- * - Test knobs, refused in production (whose schedule is decisions.md's, fixed):
+ * - Test knobs, refused in production (whose schedule is docs/webhooks.md's, fixed):
  *   `WEBHOOK_LEASE_MS` (default 60000), `WEBHOOK_RETRY_DELAYS_MS` (comma-separated delays
  *   replacing 5 s, 5 min, ...), `WEBHOOK_ATTEMPT_TIMEOUT_MS` (default 15000).
  */
@@ -68,7 +68,7 @@ export const webhookWorkerConfig: Config.Config<WebhookWorkerSettings> = Config.
       Option.isSome(config.attemptTimeoutMs) ? "WEBHOOK_ATTEMPT_TIMEOUT_MS" : undefined
     ].filter((name) => name !== undefined)
     if (config.environment === "production" && overrides.length > 0) {
-      return invalid(`${overrides.join(", ")} are test settings and are refused in production (the schedule of decisions.md applies)`)
+      return invalid(`${overrides.join(", ")} are test settings and are refused in production (the schedule of docs/webhooks.md applies)`)
     }
     return Either.right({
       runtime: config.runtime,

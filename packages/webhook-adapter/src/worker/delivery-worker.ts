@@ -43,10 +43,10 @@ export interface DeliveryWorkerOptions {
   readonly workerId?: string
   /** Deliveries in flight at once (default 4). */
   readonly concurrency?: number
-  /** 60 s by default (decisions.md); shorter in tests. */
+  /** 60 s by default (docs/webhooks.md); shorter in tests. */
   readonly leaseMs?: number
   /**
-   * Replaces the retry delays of decisions.md (5 s, 5 min, ...) for tests: the delay after
+   * Replaces the retry delays of docs/webhooks.md (5 s, 5 min, ...) for tests: the delay after
    * scheduled attempt n is entry n - 1 (the last entry repeats), with the same 20% jitter and
    * `Retry-After` rule. The number of attempts stays that of the delivery.
    */

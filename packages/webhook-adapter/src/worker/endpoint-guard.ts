@@ -4,7 +4,7 @@ import { checkEndpointUrl, type EndpointUrlCheck, type EndpointUrlProblem, type 
 import { Effect } from "effect"
 
 /**
- * The endpoint rules of decisions.md applied by the adapter, which does the DNS the domain
+ * The endpoint rules of docs/webhooks.md applied by the adapter, which does the DNS the domain
  * cannot: in production https only and no loopback, private, link-local or metadata address
  * after resolution; the sandbox also allows http and loopback.
  */

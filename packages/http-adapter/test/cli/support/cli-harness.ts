@@ -9,6 +9,7 @@ import { makePgClient, PgClient, PgClientFromConfig } from "@clinical-api/storag
 import { NodeContext } from "@effect/platform-node"
 import { ConfigProvider, Console, Effect, Exit } from "effect"
 import { cliProgram } from "../../../src/cli/program.js"
+import { exampleFixturePath } from "../../support/example-fixture.js"
 
 /**
  * The CLI under test, on a fresh database per test file: a database with a random name on
@@ -22,7 +23,7 @@ import { cliProgram } from "../../../src/cli/program.js"
 
 export const WORKSPACE_ROOT = fileURLToPath(new URL("../../../../../", import.meta.url))
 export const CLI_ENTRY = "packages/http-adapter/src/cli/main.ts"
-export const EXAMPLE_FIXTURE = "/work/shared/spec/fixture.example.json"
+export const EXAMPLE_FIXTURE = exampleFixturePath
 
 export interface CliResult {
   readonly code: number
