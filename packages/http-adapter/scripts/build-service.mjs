@@ -45,7 +45,7 @@ await esbuild.build({
   bundle: true,
   platform: "node",
   format: "esm",
-  target: "node20",
+  target: "node24",
   plugins: [externalDependencies],
   logLevel: "warning"
 })

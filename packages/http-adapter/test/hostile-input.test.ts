@@ -222,9 +222,12 @@ describe(`hostile input on the real server (${databases.label})`, () => {
       expect(answer.headers.get("connection")).toBe("close")
     }
 
-    // Many small headers under the byte limit are accepted (Node keeps the first 2,000).
-    const manyHeaders = await exchange(server.baseUrl, rawGet(`${LIST}?limit=1`, [auth, ...Array.from({ length: 1500 }, (_, index) => `X-${index}: 1`)]))
-    expectContractAnswer(manyHeaders, "1,500 small headers")
+    // Many small headers well under the byte limit are accepted (Node 24 counts some bytes per
+    // header beyond its text: about 950 one-character headers reach 16 KiB).
+    const manySmall = rawGet(`${LIST}?limit=1`, [auth, ...Array.from({ length: 500 }, (_, index) => `X-${index}: 1`)])
+    expect(manySmall.length).toBeLessThan(8 * 1024)
+    const manyHeaders = await exchange(server.baseUrl, manySmall)
+    expectContractAnswer(manyHeaders, "500 small headers")
     expect(manyHeaders.status).toBe(200)
 
     // A repeated Authorization header: Node keeps the first one and drops the others.
