@@ -14,10 +14,9 @@ export interface PublicApiSettings {
 }
 
 /** The settings the domain's rules depend on; adapters read them from the environment. */
-export class PublicApiConfig extends Context.Tag("@clinical-api/domain/PublicApiConfig")<
-  PublicApiConfig,
-  PublicApiSettings
->() {}
+export class PublicApiConfig extends Context.Service<PublicApiConfig, PublicApiSettings>()(
+  "@clinical-api/domain/PublicApiConfig"
+) {}
 
 export const AUDIO_URL_TTL_DEFAULT_SECONDS = 300
 export const AUDIO_URL_TTL_MIN_SECONDS = 60

@@ -1,4 +1,4 @@
-import { Effect, Either, Schema } from "effect"
+import { Effect, type Result, Schema } from "effect"
 
 /**
  * The reason-code catalogue: contract section 7 plus docs/behaviour.md. This table is the only
@@ -62,10 +62,10 @@ export type ErrorStatus = Catalogue[ReasonCode]["status"]
 
 export const reasonCodes = Object.keys(reasonCatalogue) as ReadonlyArray<ReasonCode>
 
-export const ReasonCode = Schema.Literal(...(reasonCodes as [ReasonCode, ...Array<ReasonCode>]))
+export const ReasonCode = Schema.Literals(reasonCodes as [ReasonCode, ...Array<ReasonCode>])
 
-export const ErrorCategory = Schema.Literal(
-  ...([...new Set(reasonCodes.map((code) => reasonCatalogue[code].error))] as [ErrorCategory, ...Array<ErrorCategory>])
+export const ErrorCategory = Schema.Literals(
+  [...new Set(reasonCodes.map((code) => reasonCatalogue[code].error))] as [ErrorCategory, ...Array<ErrorCategory>]
 )
 
 /** The reason codes answered with `status`, in catalogue order. */
@@ -77,16 +77,16 @@ export const reasonCodesWithStatus = <S extends ErrorStatus>(
 export const statusOf = (code: ReasonCode): ErrorStatus => reasonCatalogue[code].status
 export const categoryOf = (code: ReasonCode): ErrorCategory => reasonCatalogue[code].error
 
-/** The error body of contract section 7: exactly four fields, all always present. */
+/**
+ * The error body of contract section 7: exactly four fields, all always present. Decoded with
+ * `exactParseOptions` (resources.ts) it refuses any other key.
+ */
 export const PublicApiErrorResponse = Schema.Struct({
   error: ErrorCategory,
   reason_code: ReasonCode,
   message: Schema.String,
   field: Schema.NullOr(Schema.String)
-}).annotations({
-  identifier: "PublicApiErrorResponse",
-  parseOptions: { onExcessProperty: "error" }
-})
+}).annotate({ identifier: "PublicApiErrorResponse" })
 export type PublicApiErrorResponse = typeof PublicApiErrorResponse.Type
 
 /**
@@ -121,16 +121,9 @@ export class PublicApiError extends Schema.TaggedError<PublicApiError>()("Public
   }
 }
 
-/**
- * The value a check passed, or its refusal as the failure: `yield* orRefuse(check)` in a use
- * case's generator. Delegating to this generator costs the Effect runtime nothing when the
- * check passes, where yielding the `Either` itself is an operation of the fiber's run loop:
- * the request path runs about a dozen checks.
- */
-export function* orRefuse<A>(check: Either.Either<A, PublicApiError>) {
-  if (Either.isLeft(check)) return yield* Effect.fail(check.left)
-  return check.right
-}
+/** The value a check passed, or its refusal as the failure. */
+export const orRefuse = <A>(check: Result.Result<A, PublicApiError>): Effect.Effect<A, PublicApiError> =>
+  Effect.fromResult(check)
 
 /** `field` as docs/behaviour.md says: the key after percent-decoding, cut to 64 characters, non-printable-ASCII as `?`. */
 export const sanitizeField = (key: string): string =>

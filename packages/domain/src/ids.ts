@@ -4,35 +4,34 @@ import { Schema } from "effect"
  * Every identifier of the contract is an opaque string: no prefix, format or meaning may be
  * inferred from it. The brands keep one kind of id from being passed where another is expected.
  */
-const opaqueId = <const B extends string>(brand: B) =>
-  Schema.String.pipe(Schema.minLength(1), Schema.brand(brand))
+const OpaqueId = Schema.String.check(Schema.isMinLength(1))
 
-export const OrganizationId = opaqueId("OrganizationId")
+export const OrganizationId = OpaqueId.pipe(Schema.brand("OrganizationId"))
 export type OrganizationId = typeof OrganizationId.Type
 
-export const EncounterId = opaqueId("EncounterId")
+export const EncounterId = OpaqueId.pipe(Schema.brand("EncounterId"))
 export type EncounterId = typeof EncounterId.Type
 
-export const DocumentId = opaqueId("DocumentId")
+export const DocumentId = OpaqueId.pipe(Schema.brand("DocumentId"))
 export type DocumentId = typeof DocumentId.Type
 
-export const PatientId = opaqueId("PatientId")
+export const PatientId = OpaqueId.pipe(Schema.brand("PatientId"))
 export type PatientId = typeof PatientId.Type
 
-export const ApiKeyId = opaqueId("ApiKeyId")
+export const ApiKeyId = OpaqueId.pipe(Schema.brand("ApiKeyId"))
 export type ApiKeyId = typeof ApiKeyId.Type
 
-export const DisclosureEventId = opaqueId("DisclosureEventId")
+export const DisclosureEventId = OpaqueId.pipe(Schema.brand("DisclosureEventId"))
 export type DisclosureEventId = typeof DisclosureEventId.Type
 
-export const RequestId = opaqueId("RequestId")
+export const RequestId = OpaqueId.pipe(Schema.brand("RequestId"))
 export type RequestId = typeof RequestId.Type
 
-export const WebhookEventId = opaqueId("WebhookEventId")
+export const WebhookEventId = OpaqueId.pipe(Schema.brand("WebhookEventId"))
 export type WebhookEventId = typeof WebhookEventId.Type
 
-export const WebhookDeliveryId = opaqueId("WebhookDeliveryId")
+export const WebhookDeliveryId = OpaqueId.pipe(Schema.brand("WebhookDeliveryId"))
 export type WebhookDeliveryId = typeof WebhookDeliveryId.Type
 
-export const WebhookSubscriptionId = opaqueId("WebhookSubscriptionId")
+export const WebhookSubscriptionId = OpaqueId.pipe(Schema.brand("WebhookSubscriptionId"))
 export type WebhookSubscriptionId = typeof WebhookSubscriptionId.Type

@@ -1,4 +1,4 @@
-import { Either } from "effect"
+import { Result } from "effect"
 import { PublicApiError, type ReasonCode, sanitizeField } from "./errors.js"
 import type { EncounterListQuery, SortOrder } from "./records.js"
 import { acceptsQuery, type OperationId } from "./routes.js"
@@ -42,12 +42,12 @@ export const parseCanonicalIntegerInRange = (text: string, min: number, max: num
   return value >= min && value <= max ? value : undefined
 }
 
-const fail = (reasonCode: ReasonCode, field: string) => Either.left(PublicApiError.of(reasonCode, field))
+const fail = (reasonCode: ReasonCode, field: string) => Result.fail(PublicApiError.of(reasonCode, field))
 
 /** Routes with no query parameters: any key is 400 `unsupported_filter` naming the first key. */
-export const rejectQueryKeys = (pairs: QueryPairs): Either.Either<void, PublicApiError> => {
+export const rejectQueryKeys = (pairs: QueryPairs): Result.Result<void, PublicApiError> => {
   const first = pairs[0]
-  return first === undefined ? Either.void : fail("unsupported_filter", sanitizeField(first[0]))
+  return first === undefined ? Result.void : fail("unsupported_filter", sanitizeField(first[0]))
 }
 
 type Occurrence = { readonly kind: "absent" } | { readonly kind: "once"; readonly value: string } | { readonly kind: "repeated" }
@@ -57,7 +57,7 @@ type Occurrence = { readonly kind: "absent" } | { readonly kind: "once"; readonl
  * first 400 `unsupported_filter` for the first unsupported key in request order, then the
  * 422s in a fixed order whatever the order of the keys in the request.
  */
-export const parseListQuery = (pairs: QueryPairs): Either.Either<EncounterListQuery, PublicApiError> => {
+export const parseListQuery = (pairs: QueryPairs): Result.Result<EncounterListQuery, PublicApiError> => {
   const valuesByKey = new Map<ListQueryKey, Array<string>>()
   for (const [key, value] of pairs) {
     if (!isListQueryKey(key)) return fail("unsupported_filter", sanitizeField(key))
@@ -109,12 +109,12 @@ export const parseListQuery = (pairs: QueryPairs): Either.Either<EncounterListQu
   if (startAt !== null && endAt !== null && startAt.getTime() >= endAt.getTime()) {
     return fail("invalid_query", "start_at")
   }
-  return Either.right({ limit, offset, sortOrder: sort, startAt, endAt })
+  return Result.succeed({ limit, offset, sortOrder: sort, startAt, endAt })
 }
 
 /** Step 3 of the order of checks for any operation: the list query, or `undefined` for the routes that take none. */
 export const validateQuery = (
   operation: OperationId,
   pairs: QueryPairs
-): Either.Either<EncounterListQuery | undefined, PublicApiError> =>
-  acceptsQuery(operation) ? parseListQuery(pairs) : Either.map(rejectQueryKeys(pairs), () => undefined)
+): Result.Result<EncounterListQuery | undefined, PublicApiError> =>
+  acceptsQuery(operation) ? parseListQuery(pairs) : Result.map(rejectQueryKeys(pairs), () => undefined)

@@ -51,99 +51,78 @@ export interface DocumentReads {
   readonly forAudioUrl?: boolean
 }
 
-export class EncounterRepository extends Context.Tag("@clinical-api/domain/EncounterRepository")<
-  EncounterRepository,
-  {
-    /** Clinical encounters of one organization, `created_at` in [startAt, endAt), ordered and paged, with the exact total. */
-    readonly listForOrganization: (
-      organizationId: OrganizationId,
-      query: EncounterListQuery
-    ) => Effect.Effect<EncounterPage, StoreUnavailable>
-    /** Any encounter by id, whatever its organization or data class: the policy decides. */
-    readonly findEncounter: (encounterId: EncounterId) => Effect.Effect<Option.Option<StoredEncounter>, StoreUnavailable>
-    /**
-     * A document route's reads at once: the encounter (without its documents) and the
-     * document, each by its own id whatever the other's, and with `withFinalTranscript` the
-     * document's finalized transcript. The policy checks them in the contract's order.
-     */
-    readonly findEncounterAndDocument: (
-      encounterId: EncounterId,
-      documentId: DocumentId,
-      reads: DocumentReads
-    ) => Effect.Effect<EncounterAndDocument, StoreUnavailable>
-  }
->() {}
+export class EncounterRepository extends Context.Service<EncounterRepository, {
+  /** Clinical encounters of one organization, `created_at` in [startAt, endAt), ordered and paged, with the exact total. */
+  readonly listForOrganization: (
+    organizationId: OrganizationId,
+    query: EncounterListQuery
+  ) => Effect.Effect<EncounterPage, StoreUnavailable>
+  /** Any encounter by id, whatever its organization or data class: the policy decides. */
+  readonly findEncounter: (encounterId: EncounterId) => Effect.Effect<Option.Option<StoredEncounter>, StoreUnavailable>
+  /**
+   * A document route's reads at once: the encounter (without its documents) and the
+   * document, each by its own id whatever the other's, and with `withFinalTranscript` the
+   * document's finalized transcript. The policy checks them in the contract's order.
+   */
+  readonly findEncounterAndDocument: (
+    encounterId: EncounterId,
+    documentId: DocumentId,
+    reads: DocumentReads
+  ) => Effect.Effect<EncounterAndDocument, StoreUnavailable>
+}>()("@clinical-api/domain/EncounterRepository") {}
 
-export class ApiKeyStore extends Context.Tag("@clinical-api/domain/ApiKeyStore")<
-  ApiKeyStore,
-  {
-    /** The key whose stored digest equals `digest` (lowercase hex HMAC-SHA256). */
-    readonly findByDigest: (digest: string) => Effect.Effect<Option.Option<ApiKeyRecord>, StoreUnavailable>
-  }
->() {}
+export class ApiKeyStore extends Context.Service<ApiKeyStore, {
+  /** The key whose stored digest equals `digest` (lowercase hex HMAC-SHA256). */
+  readonly findByDigest: (digest: string) => Effect.Effect<Option.Option<ApiKeyRecord>, StoreUnavailable>
+}>()("@clinical-api/domain/ApiKeyStore") {}
 
-export class OrganizationStore extends Context.Tag("@clinical-api/domain/OrganizationStore")<
-  OrganizationStore,
-  {
-    readonly findById: (
-      organizationId: OrganizationId
-    ) => Effect.Effect<Option.Option<OrganizationRecord>, StoreUnavailable>
-  }
->() {}
+export class OrganizationStore extends Context.Service<OrganizationStore, {
+  readonly findById: (
+    organizationId: OrganizationId
+  ) => Effect.Effect<Option.Option<OrganizationRecord>, StoreUnavailable>
+}>()("@clinical-api/domain/OrganizationStore") {}
 
-export class DisclosureRecorder extends Context.Tag("@clinical-api/domain/DisclosureRecorder")<
-  DisclosureRecorder,
-  {
-    /**
-     * Records the events durably. Alone, it succeeds only once they are committed. Within a
-     * `UnitOfWork` they may be written as late as its commit: the unit of work then succeeds
-     * only once they are committed. Either way a caller that answers after success has
-     * disclosed nothing unrecorded.
-     */
-    readonly record: (events: ReadonlyArray<DisclosureEvent>) => Effect.Effect<void, StoreUnavailable>
-  }
->() {}
+export class DisclosureRecorder extends Context.Service<DisclosureRecorder, {
+  /**
+   * Records the events durably. Alone, it succeeds only once they are committed. Within a
+   * `UnitOfWork` they may be written as late as its commit: the unit of work then succeeds
+   * only once they are committed. Either way a caller that answers after success has
+   * disclosed nothing unrecorded.
+   */
+  readonly record: (events: ReadonlyArray<DisclosureEvent>) => Effect.Effect<void, StoreUnavailable>
+}>()("@clinical-api/domain/DisclosureRecorder") {}
 
-export class UnitOfWork extends Context.Tag("@clinical-api/domain/UnitOfWork")<
-  UnitOfWork,
-  {
-    /**
-     * Runs `effect` in one store transaction: the reads and the disclosure they record commit
-     * together or not at all, and it succeeds only once they are committed. The transaction may
-     * be shared with units of work running at the same time (group commit): a unit that fails
-     * leaves none of its own records, and a store failure fails every unit sharing it.
-     */
-    readonly transactionally: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E | StoreUnavailable, R>
-  }
->() {}
+export class UnitOfWork extends Context.Service<UnitOfWork, {
+  /**
+   * Runs `effect` in one store transaction: the reads and the disclosure they record commit
+   * together or not at all, and it succeeds only once they are committed. The transaction may
+   * be shared with units of work running at the same time (group commit): a unit that fails
+   * leaves none of its own records, and a store failure fails every unit sharing it.
+   */
+  readonly transactionally: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E | StoreUnavailable, R>
+}>()("@clinical-api/domain/UnitOfWork") {}
 
 export interface SignedAudioUrl {
   readonly url: string
   readonly expiresAt: Date
 }
 
-export class AudioStorage extends Context.Tag("@clinical-api/domain/AudioStorage")<
-  AudioStorage,
-  {
-    readonly put: (
-      reference: RecordingReference,
-      bytes: Uint8Array
-    ) => Effect.Effect<void, AudioStorageUnavailable>
-    readonly exists: (reference: RecordingReference) => Effect.Effect<boolean, AudioStorageUnavailable>
-    /** A URL that serves the object until `expiresAt` and not after. */
-    readonly signUrl: (
-      reference: RecordingReference,
-      lifetimeSeconds: number
-    ) => Effect.Effect<SignedAudioUrl, AudioStorageUnavailable>
-  }
->() {}
+export class AudioStorage extends Context.Service<AudioStorage, {
+  readonly put: (
+    reference: RecordingReference,
+    bytes: Uint8Array
+  ) => Effect.Effect<void, AudioStorageUnavailable>
+  readonly exists: (reference: RecordingReference) => Effect.Effect<boolean, AudioStorageUnavailable>
+  /** A URL that serves the object until `expiresAt` and not after. */
+  readonly signUrl: (
+    reference: RecordingReference,
+    lifetimeSeconds: number
+  ) => Effect.Effect<SignedAudioUrl, AudioStorageUnavailable>
+}>()("@clinical-api/domain/AudioStorage") {}
 
 export type IdKind = "disclosure" | "request" | "api_key" | "webhook_event" | "webhook_delivery" | "webhook_subscription"
 
-export class IdGenerator extends Context.Tag("@clinical-api/domain/IdGenerator")<
-  IdGenerator,
-  {
-    /** A new unique opaque id for `kind` (webhook events are `evt_...`, deliveries `dlv_...`). */
-    readonly next: (kind: IdKind) => Effect.Effect<string>
-  }
->() {}
+export class IdGenerator extends Context.Service<IdGenerator, {
+  /** A new unique opaque id for `kind` (webhook events are `evt_...`, deliveries `dlv_...`). */
+  readonly next: (kind: IdKind) => Effect.Effect<string>
+}>()("@clinical-api/domain/IdGenerator") {}

@@ -1,7 +1,6 @@
 import { deriveEncounterType } from "./encounter-type.js"
 import type { DocumentDetailTarget } from "./lookup.js"
 import type { SignedAudioUrl } from "./ports.js"
-import { PreEncodedJson } from "./pre-encoded-json.js"
 import type {
   EncounterListQuery,
   EncounterPage,
@@ -18,8 +17,7 @@ import type {
   PublicEncounterDocumentSummary,
   PublicEncounterListResponse,
   PublicEncounterSummary,
-  PublicFinalTranscript,
-  PublicTranscriptTurn
+  PublicFinalTranscript
 } from "./resources.js"
 
 /**
@@ -82,8 +80,7 @@ export const presentDocumentSummary = (document: StoredDocumentSummary): PublicE
 
 /**
  * The documents in the order docs/behaviour.md gives. The stores already read them in that order,
- * so they are checked first and sorted only if they are not: a copy and a sort per encounter
- * were about 3% of what a list page allocates.
+ * so they are checked first and sorted only if they are not.
  */
 const inEncounterOrder = (
   documents: ReadonlyArray<StoredDocumentSummary>
@@ -164,48 +161,6 @@ export const presentDocumentDetailResponse = (document: DocumentDetailTarget): P
   document: presentDocumentDetail(document)
 })
 
-/**
- * A final transcript as the store keeps it ready to present: its turns as JSON text, already
- * in the contract's order and shape (by start, ties in stored order; each exactly speaker,
- * text, start, end). A reply writes that text as it is (`jsonText`); the turns are parsed only
- * if something reads them.
- */
-export class PresentedFinalTranscript extends PreEncodedJson implements PublicFinalTranscript {
-  declare readonly turns: ReadonlyArray<PublicTranscriptTurn>
-  readonly #turnsText: string
-  #turns: ReadonlyArray<PublicTranscriptTurn> | undefined
-
-  constructor(
-    readonly provider: string,
-    readonly audio_duration_seconds: number | null,
-    /** A JSON array of the turns. */
-    turnsText: string
-  ) {
-    super()
-    this.#turnsText = turnsText
-    // An own property, as on any other transcript: the resource schema reads own keys only.
-    Object.defineProperty(this, "turns", { enumerable: true, get: PresentedFinalTranscript.#parseTurns })
-  }
-
-  /**
-   * One getter for every instance, never a closure made per instance: each new closure gave
-   * its transcript a V8 map of its own in the old generation, which kept the closure, the
-   * transcript and its text alive through every scavenge until the next full collection.
-   */
-  static readonly #parseTurns = function(this: PresentedFinalTranscript): ReadonlyArray<PublicTranscriptTurn> {
-    return this.#turns ??= JSON.parse(this.#turnsText) as ReadonlyArray<PublicTranscriptTurn>
-  }
-
-  get jsonText(): string {
-    const head = JSON.stringify({ provider: this.provider, audio_duration_seconds: this.audio_duration_seconds })
-    return `${head.slice(0, -1)},"turns":${this.#turnsText}}`
-  }
-
-  toJSON(): PublicFinalTranscript {
-    return { provider: this.provider, audio_duration_seconds: this.audio_duration_seconds, turns: this.turns }
-  }
-}
-
 /** Contract 4.4. Turns are chronological (docs/behaviour.md): by start, ties kept in stored order. */
 export const presentTranscriptResponse = (
   document: Pick<StoredDocument, "documentId" | "encounterId">,
@@ -213,15 +168,13 @@ export const presentTranscriptResponse = (
 ): PublicDocumentTranscriptResponse => ({
   document_id: document.documentId,
   encounter_id: document.encounterId,
-  transcript: transcript instanceof PresentedFinalTranscript
-    ? transcript
-    : {
-      provider: transcript.provider,
-      audio_duration_seconds: transcript.audio_duration_seconds,
-      turns: [...transcript.turns]
-        .sort((a, b) => a.start - b.start)
-        .map((turn) => ({ speaker: turn.speaker, text: turn.text, start: turn.start, end: turn.end }))
-    }
+  transcript: {
+    provider: transcript.provider,
+    audio_duration_seconds: transcript.audio_duration_seconds,
+    turns: [...transcript.turns]
+      .sort((a, b) => a.start - b.start)
+      .map((turn) => ({ speaker: turn.speaker, text: turn.text, start: turn.start, end: turn.end }))
+  }
 })
 
 /** Contract 2.6. */

@@ -1,4 +1,4 @@
-import { Schema } from "effect"
+import { Schema, Struct } from "effect"
 import { ApiKeyId, DisclosureEventId, DocumentId, EncounterId, OrganizationId, PatientId, RequestId } from "./ids.js"
 import { PublicPatientSummary, SchemaType, WorkflowVariant } from "./resources.js"
 import { OperationId, Scope } from "./routes.js"
@@ -17,10 +17,10 @@ export const OrganizationRecord = Schema.Struct({
 })
 export type OrganizationRecord = typeof OrganizationRecord.Type
 
-export const ApiKeyKind = Schema.Literal("organization", "user", "service")
+export const ApiKeyKind = Schema.Literals(["organization", "user", "service"])
 export type ApiKeyKind = typeof ApiKeyKind.Type
 
-export const ApiKeyState = Schema.Literal("active", "disabled", "revoked")
+export const ApiKeyState = Schema.Literals(["active", "disabled", "revoked"])
 export type ApiKeyState = typeof ApiKeyState.Type
 
 export const ApiKeyRecord = Schema.Struct({
@@ -29,12 +29,12 @@ export const ApiKeyRecord = Schema.Struct({
   kind: ApiKeyKind,
   scopes: Schema.Array(Scope),
   state: ApiKeyState,
-  expiresAt: Schema.NullOr(Schema.DateFromSelf),
+  expiresAt: Schema.NullOr(Schema.Date),
   label: Schema.NullOr(Schema.String)
 })
 export type ApiKeyRecord = typeof ApiKeyRecord.Type
 
-export const DataClass = Schema.Literal("clinical", "demo", "training")
+export const DataClass = Schema.Literals(["clinical", "demo", "training"])
 export type DataClass = typeof DataClass.Type
 
 export const RecordingReference = Schema.Struct({
@@ -52,8 +52,8 @@ export const StoredDocument = Schema.Struct({
   status: Schema.NullOr(Schema.String),
   workflowVariant: Schema.NullOr(WorkflowVariant),
   audioDurationSeconds: Schema.NullOr(Schema.Number),
-  createdAt: Schema.DateFromSelf,
-  updatedAt: Schema.DateFromSelf,
+  createdAt: Schema.Date,
+  updatedAt: Schema.Date,
   contentMarkdown: Schema.NullOr(Schema.String),
   /** Null when the transcript is not recording-backed. */
   recording: Schema.NullOr(RecordingReference)
@@ -61,8 +61,8 @@ export const StoredDocument = Schema.Struct({
 export type StoredDocument = typeof StoredDocument.Type
 
 /** A document as the encounter views embed it: enough to build the public summary and order it. */
-export const StoredDocumentSummary = StoredDocument.pipe(
-  Schema.pick("documentId", "schemaType", "title", "status", "workflowVariant", "audioDurationSeconds", "createdAt")
+export const StoredDocumentSummary = StoredDocument.mapFields(
+  Struct.pick(["documentId", "schemaType", "title", "status", "workflowVariant", "audioDurationSeconds", "createdAt"])
 )
 export type StoredDocumentSummary = typeof StoredDocumentSummary.Type
 
@@ -70,9 +70,9 @@ export const StoredEncounter = Schema.Struct({
   encounterId: EncounterId,
   organizationId: OrganizationId,
   dataClass: DataClass,
-  createdAt: Schema.DateFromSelf,
-  updatedAt: Schema.DateFromSelf,
-  dateOfService: Schema.NullOr(Schema.DateFromSelf),
+  createdAt: Schema.Date,
+  updatedAt: Schema.Date,
+  dateOfService: Schema.NullOr(Schema.Date),
   status: Schema.NullOr(Schema.String),
   patient: Schema.NullOr(PublicPatientSummary),
   documents: Schema.Array(StoredDocumentSummary)
@@ -80,13 +80,13 @@ export const StoredEncounter = Schema.Struct({
 export type StoredEncounter = typeof StoredEncounter.Type
 
 /** An encounter without its documents: what a document route checks and names in its disclosure event. */
-export const StoredEncounterHead = StoredEncounter.pipe(Schema.omit("documents"))
+export const StoredEncounterHead = StoredEncounter.mapFields(Struct.omit(["documents"]))
 export type StoredEncounterHead = typeof StoredEncounterHead.Type
 
 /** One accounting-of-disclosures entry (docs/behaviour.md, "Disclosure events"). */
 export const DisclosureEvent = Schema.Struct({
   eventId: DisclosureEventId,
-  occurredAt: Schema.DateFromSelf,
+  occurredAt: Schema.Date,
   organizationId: OrganizationId,
   apiKeyId: ApiKeyId,
   operationId: OperationId,
@@ -97,7 +97,7 @@ export const DisclosureEvent = Schema.Struct({
 })
 export type DisclosureEvent = typeof DisclosureEvent.Type
 
-export const SortOrder = Schema.Literal("asc", "desc")
+export const SortOrder = Schema.Literals(["asc", "desc"])
 export type SortOrder = typeof SortOrder.Type
 
 /** A list query after validation (see list-query.ts). */

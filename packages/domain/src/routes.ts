@@ -1,17 +1,17 @@
 import { Schema } from "effect"
 
 /** The five operations; their ids are also the names of the per-organization route allowlist. */
-export const OperationId = Schema.Literal(
+export const OperationId = Schema.Literals([
   "listPublicEncounters",
   "getPublicEncounter",
   "getPublicDocument",
   "getPublicDocumentTranscript",
   "getPublicDocumentAudio"
-)
+])
 export type OperationId = typeof OperationId.Type
 export const operationIds: ReadonlyArray<OperationId> = OperationId.literals
 
-export const Scope = Schema.Literal("encounters:read", "patients:read", "documents:read", "recordings:read")
+export const Scope = Schema.Literals(["encounters:read", "patients:read", "documents:read", "recordings:read"])
 export type Scope = typeof Scope.Type
 export const scopes: ReadonlyArray<Scope> = Scope.literals
 

@@ -1,5 +1,4 @@
-import { ParseResult, Schema } from "effect"
-import { PreEncodedJson } from "./pre-encoded-json.js"
+import { Effect, Schema, SchemaGetter, SchemaIssue } from "effect"
 
 /**
  * RFC 3339 date-time with an explicit offset (`Z` or `±hh:mm`), optional fraction.
@@ -48,35 +47,33 @@ export const parseRfc3339Instant = (text: string): Date | undefined => {
  * A contract timestamp: decodes any RFC 3339 date-time with offset, encodes as UTC with
  * milliseconds (`2026-05-01T12:00:00.000Z`), as docs/behaviour.md requires.
  */
-export const Timestamp = Schema.transformOrFail(
-  Schema.String.annotations({ format: "date-time" }),
-  Schema.DateFromSelf,
-  {
-    strict: true,
-    decode: (text, _, ast) => {
+export const Timestamp = Schema.String.annotate({ format: "date-time" }).pipe(
+  Schema.decodeTo(Schema.Date, {
+    decode: SchemaGetter.transformEffect((text: string, options) => {
       const instant = parseRfc3339Instant(text)
       return instant === undefined
-        ? ParseResult.fail(new ParseResult.Type(ast, text, "Expected an RFC 3339 date-time with offset"))
-        : ParseResult.succeed(instant)
-    },
-    encode: (date, _, ast) =>
+        ? Effect.fail(new SchemaIssue.InvalidValue({ message: "Expected an RFC 3339 date-time with offset" }, text, options))
+        : Effect.succeed(instant)
+    }),
+    encode: SchemaGetter.transformEffect((date: Date, options) =>
       Number.isNaN(date.getTime())
-        ? ParseResult.fail(new ParseResult.Type(ast, date, "Invalid date"))
-        : ParseResult.succeed(date.toISOString())
-  }
-).annotations({ identifier: "Timestamp", description: "ISO 8601 date-time, written as UTC with milliseconds" })
+        ? Effect.fail(new SchemaIssue.InvalidValue({ message: "Invalid date" }, date, options))
+        : Effect.succeed(date.toISOString())
+    )
+  })
+).annotate({ identifier: "Timestamp", description: "ISO 8601 date-time, written as UTC with milliseconds" })
 
 /** A calendar date `YYYY-MM-DD`, kept as its text. */
-export const CalendarDate = Schema.String.pipe(
-  Schema.filter((text) => {
+export const CalendarDate = Schema.String.check(
+  Schema.makeFilter((text) => {
     const match = /^(\d{4})-(\d{2})-(\d{2})$/.exec(text)
     if (match === null) return false
     const year = Number(match[1])
     const month = Number(match[2])
     const day = Number(match[3])
     return month >= 1 && month <= 12 && day >= 1 && day <= daysInMonth(year, month)
-  }, { message: () => "Expected a calendar date YYYY-MM-DD" })
-).annotations({ identifier: "CalendarDate", format: "date", jsonSchema: { type: "string", format: "date" } })
+  }, { message: "Expected a calendar date YYYY-MM-DD" })
+).annotate({ identifier: "CalendarDate", format: "date" })
 
 const MS_PER_DAY = 86_400_000
 /** 0001-01-01T00:00:00.000Z and 10000-01-01T00:00:00.000Z: the years `formatTimestamp` writes itself. */
@@ -93,12 +90,10 @@ const CODE_Z = 90
 const digitCode = (value: number, place: number) => CODE_ZERO + (Math.floor(value / place) % 10)
 
 /**
- * `date.toISOString()`, about twice as fast (a list page writes some 300 timestamps): the
- * civil date of a day count is H. Hinnant's `civil_from_days`, and the text is made in one
- * `String.fromCharCode` from its 24 character codes, so it allocates one flat string (built by
- * concatenation, each timestamp left a chain of partial strings for the collector, about a
- * tenth of a list page's garbage). Years outside 1..9999 and invalid dates are left to
- * `toISOString` (which throws on an invalid date).
+ * `date.toISOString()`, about twice as fast: the civil date of a day count is H. Hinnant's
+ * `civil_from_days`, and the text is made in one `String.fromCharCode` from its 24 character
+ * codes. Years outside 1..9999 and invalid dates are left to `toISOString` (which throws on an
+ * invalid date).
  */
 export const formatTimestamp = (date: Date): string => {
   const ms = date.getTime()
@@ -131,10 +126,7 @@ export const formatTimestamp = (date: Date): string => {
   )
 }
 
-/**
- * Assigning `__proto__` would set the copy's prototype; it must be an own key, as in the
- * original. (A prototype-less copy would do, but V8 keeps those in slow dictionary mode.)
- */
+/** Assigning `__proto__` would set the copy's prototype; it must be an own key, as in the original. */
 const setOwn = (target: Record<string, unknown>, key: string, value: unknown) => {
   if (key === "__proto__") Object.defineProperty(target, key, { value, enumerable: true, writable: true, configurable: true })
   else target[key] = value
@@ -142,31 +134,18 @@ const setOwn = (target: Record<string, unknown>, key: string, value: unknown) =>
 
 /**
  * A JSON-ready value (plain objects, arrays, strings, numbers, booleans, null) with every Date
- * replaced by its `formatTimestamp` text: what `JSON.stringify` writes for it, without the
- * slow path V8's `JSON.stringify` takes for any object with a `toJSON` method. Objects and
- * arrays that hold a Date somewhere are copied; those that hold none are returned as they are
- * (a list's patients and documents), so the value itself is never changed.
- * `JSON.stringify(withTimestampsAsText(value))` is `JSON.stringify(value)`, and the two
- * together cost a list page about two thirds of what `JSON.stringify` alone did. A `PreEncodedJson` is replaced by its `toJSON()` value, written in turn.
+ * replaced by its `formatTimestamp` text: `JSON.stringify(withTimestampsAsText(value))` is
+ * `JSON.stringify(value)`. Objects and arrays that hold a Date somewhere are copied; those that
+ * hold none are returned as they are, so the value itself is never changed.
  */
-export const withTimestampsAsText = (value: unknown): unknown => writable(value, undefined)
-
-/**
- * `withTimestampsAsText`, except that with `fragments` each `PreEncodedJson` is replaced by a
- * placeholder string (`fragmentPlaceholder` of its index) and its text is added to `fragments`.
- */
-const writable = (value: unknown, fragments: Array<string> | undefined): unknown => {
+export const withTimestampsAsText = (value: unknown): unknown => {
   if (typeof value !== "object" || value === null) return value
   if (value instanceof Date) return Number.isNaN(value.getTime()) ? null : formatTimestamp(value)
-  if (value instanceof PreEncodedJson) {
-    if (fragments === undefined) return writable(value.toJSON(), undefined)
-    return fragmentPlaceholder(fragments.push(value.jsonText) - 1)
-  }
   if (Array.isArray(value)) {
     let copy: Array<unknown> | undefined
     for (let index = 0; index < value.length; index++) {
       const item: unknown = value[index]
-      const written = writable(item, fragments)
+      const written = withTimestampsAsText(item)
       if (copy === undefined && written !== item) copy = value.slice(0, index)
       if (copy !== undefined) copy.push(written)
     }
@@ -177,7 +156,7 @@ const writable = (value: unknown, fragments: Array<string> | undefined): unknown
   for (let index = 0; index < keys.length; index++) {
     const key = keys[index] as string
     const item = (value as Record<string, unknown>)[key]
-    const written = writable(item, fragments)
+    const written = withTimestampsAsText(item)
     if (copy === undefined && written !== item) {
       copy = {}
       for (let before = 0; before < index; before++) {
@@ -188,29 +167,4 @@ const writable = (value: unknown, fragments: Array<string> | undefined): unknown
     if (copy !== undefined) setOwn(copy, key, written)
   }
   return copy ?? value
-}
-
-/** No text the store holds has a NUL (PostgreSQL's text cannot); `jsonText` still checks that each occurs once. */
-const fragmentPlaceholder = (index: number) => `\u0000pre-encoded json ${index}`
-
-/**
- * `JSON.stringify(withTimestampsAsText(value))`, except that each `PreEncodedJson` in `value`
- * is written as its own text, unparsed: each is written as a placeholder string first, and the
- * placeholder's JSON is then replaced by the text. A placeholder's JSON found other than
- * exactly once (some string in `value` would have to hold it) falls back to `toJSON`.
- */
-export const jsonText = (value: unknown): string => {
-  const fragments: Array<string> = []
-  const text = JSON.stringify(writable(value, fragments))
-  if (fragments.length === 0) return text
-  let spliced = ""
-  let from = 0
-  for (let index = 0; index < fragments.length; index++) {
-    const placeholder = JSON.stringify(fragmentPlaceholder(index))
-    const at = text.indexOf(placeholder)
-    if (at < from || at !== text.lastIndexOf(placeholder)) return JSON.stringify(withTimestampsAsText(value))
-    spliced += text.slice(from, at) + fragments[index]
-    from = at + placeholder.length
-  }
-  return spliced + text.slice(from)
 }

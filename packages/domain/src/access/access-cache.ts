@@ -9,7 +9,7 @@ export interface AccessCacheOptions {
    * disabled is enforced on every replica at most this long after it is stored. Expiry itself
    * is always evaluated against the clock at each request.
    */
-  readonly timeToLive: Duration.DurationInput
+  readonly timeToLive: Duration.Input
   /** Entries kept (least recently used are dropped beyond it). */
   readonly capacity: number
 }
@@ -33,7 +33,7 @@ const cachedFound = <K, A, E>(
   const timeToLiveMillis = Duration.toMillis(options.timeToLive)
   const timedLookup = (key: K) =>
     Effect.clockWith((clock) => {
-      const startedAt = clock.unsafeCurrentTimeMillis()
+      const startedAt = clock.currentTimeMillisUnsafe()
       return Effect.map(lookup(key), (found) => ({ found, startedAt }))
     })
   return Effect.map(
@@ -49,13 +49,13 @@ const cachedFound = <K, A, E>(
         }
       }
       const load = (key: K): Effect.Effect<Option.Option<A>, E> =>
-        cache.get(key).pipe(
+        Cache.get(cache, key).pipe(
           Effect.onExit((exit) => {
             if (Exit.isSuccess(exit) && Option.isSome(exit.value.found)) {
               remember(key, exit.value.found, exit.value.startedAt + timeToLiveMillis)
               return Effect.void
             }
-            return cache.invalidate(key)
+            return Cache.invalidate(cache, key)
           }),
           Effect.map((entry) => entry.found)
         )
@@ -63,7 +63,7 @@ const cachedFound = <K, A, E>(
         Effect.clockWith((clock) => {
           const hit = recent.get(key)
           if (hit === undefined) return load(key)
-          if (clock.unsafeCurrentTimeMillis() < hit.expiresAt) return Effect.succeed(hit.found)
+          if (clock.currentTimeMillisUnsafe() < hit.expiresAt) return Effect.succeed(hit.found)
           recent.delete(key)
           return load(key)
         })
@@ -79,7 +79,7 @@ const cachedFound = <K, A, E>(
 export const AccessCacheLayer = (
   options: AccessCacheOptions
 ): Layer.Layer<ApiKeyStore | OrganizationStore, never, ApiKeyStore | OrganizationStore> => {
-  const timeToLive = Duration.decode(options.timeToLive)
+  const timeToLive = Duration.fromInputUnsafe(options.timeToLive)
   if (Duration.toMillis(timeToLive) <= 0) {
     return Layer.effectContext(Effect.context<ApiKeyStore | OrganizationStore>())
   }

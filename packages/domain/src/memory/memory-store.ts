@@ -1,4 +1,4 @@
-import { Context, Effect, FiberRef, Layer, Option, Ref } from "effect"
+import { Context, Effect, Layer, Option, Ref } from "effect"
 import type { DocumentId, EncounterId, OrganizationId } from "../ids.js"
 import {
   ApiKeyStore,
@@ -52,11 +52,15 @@ export interface MemoryStoreHandle {
   readonly faults: Ref.Ref<MemoryFaults>
 }
 
-export class MemoryStore extends Context.Tag("@clinical-api/domain/MemoryStore")<MemoryStore, MemoryStoreHandle>() {}
+export class MemoryStore extends Context.Service<MemoryStore, MemoryStoreHandle>()("@clinical-api/domain/MemoryStore") {}
 
 const noFaults: MemoryFaults = { store: false, audioStorage: false, disclosures: false }
 
-const pendingDisclosures = FiberRef.unsafeMake<Option.Option<Array<DisclosureEvent>>>(Option.none())
+/** The events recorded in the unit of work the current fiber runs in, if any. */
+const PendingDisclosures = Context.Reference<Array<DisclosureEvent> | null>(
+  "@clinical-api/domain/MemoryStore/PendingDisclosures",
+  { defaultValue: () => null }
+)
 
 const inRange = (createdAt: Date, query: EncounterListQuery) =>
   (query.startAt === null || createdAt.getTime() >= query.startAt.getTime()) &&
@@ -111,12 +115,12 @@ export const MemoryStoreLayer = (
             return { items: matching.slice(query.offset, query.offset + query.limit), total: matching.length }
           })()),
         findEncounter: (encounterId: EncounterId) =>
-          Effect.as(guard("findEncounter"), Option.fromNullable(encountersById.get(encounterId))),
+          Effect.as(guard("findEncounter"), Option.fromNullishOr(encountersById.get(encounterId))),
         findEncounterAndDocument: (encounterId: EncounterId, documentId: DocumentId, options: DocumentReads) =>
           Effect.as(guard("findEncounterAndDocument"), {
-            encounter: Option.fromNullable(encountersById.get(encounterId)),
-            document: Option.fromNullable(documentsById.get(documentId)),
-            finalTranscript: options.withFinalTranscript ? Option.fromNullable(transcriptsById.get(documentId)) : Option.none()
+            encounter: Option.fromNullishOr(encountersById.get(encounterId)),
+            document: Option.fromNullishOr(documentsById.get(documentId)),
+            finalTranscript: options.withFinalTranscript ? Option.fromNullishOr(transcriptsById.get(documentId)) : Option.none()
           })
       })
 
@@ -126,8 +130,8 @@ export const MemoryStoreLayer = (
             if ((yield* Ref.get(faults)).disclosures) {
               return yield* Effect.fail(new StoreUnavailable({ operation: "recordDisclosures" }))
             }
-            const pending = yield* FiberRef.get(pendingDisclosures)
-            if (Option.isSome(pending)) pending.value.push(...events)
+            const pending = yield* PendingDisclosures
+            if (pending !== null) pending.push(...events)
             else yield* Ref.update(disclosures, (committed) => [...committed, ...events])
           })
       })
@@ -136,7 +140,7 @@ export const MemoryStoreLayer = (
         transactionally: (effect) =>
           Effect.gen(function*() {
             const buffer: Array<DisclosureEvent> = []
-            const result = yield* Effect.locally(effect, pendingDisclosures, Option.some(buffer))
+            const result = yield* Effect.provideService(effect, PendingDisclosures, buffer)
             yield* Ref.update(disclosures, (committed) => [...committed, ...buffer])
             return result
           })
@@ -144,9 +148,9 @@ export const MemoryStoreLayer = (
 
       const audioStorage = AudioStorage.of({
         put: (reference: RecordingReference) =>
-          Effect.zipRight(guardAudio("put"), Ref.update(audioObjects, (keys) => new Set([...keys, reference.storageKey]))),
+          Effect.andThen(guardAudio("put"), Ref.update(audioObjects, (keys) => new Set([...keys, reference.storageKey]))),
         exists: (reference: RecordingReference) =>
-          Effect.zipRight(guardAudio("exists"), Effect.map(Ref.get(audioObjects), (keys) => keys.has(reference.storageKey))),
+          Effect.andThen(guardAudio("exists"), Effect.map(Ref.get(audioObjects), (keys) => keys.has(reference.storageKey))),
         signUrl: (reference: RecordingReference, lifetimeSeconds: number) =>
           Effect.gen(function*() {
             yield* guardAudio("signUrl")
@@ -164,11 +168,11 @@ export const MemoryStoreLayer = (
       })
 
       const apiKeyStore = ApiKeyStore.of({
-        findByDigest: (digest: string) => Effect.as(guard("findApiKeyByDigest"), Option.fromNullable(keysByDigest.get(digest)))
+        findByDigest: (digest: string) => Effect.as(guard("findApiKeyByDigest"), Option.fromNullishOr(keysByDigest.get(digest)))
       })
       const organizationStore = OrganizationStore.of({
         findById: (organizationId: OrganizationId) =>
-          Effect.as(guard("findOrganization"), Option.fromNullable(organizationsById.get(organizationId)))
+          Effect.as(guard("findOrganization"), Option.fromNullishOr(organizationsById.get(organizationId)))
       })
 
       return Context.make(MemoryStore, { disclosures, faults }).pipe(

@@ -74,25 +74,22 @@ export interface LeaseRequest {
  * The delivery worker's port to the outbox's deliveries (the storage adapter implements it with
  * `FOR UPDATE SKIP LOCKED`, so workers in several processes never lease one delivery twice).
  */
-export class WebhookDeliveryQueue extends Context.Tag("@clinical-api/domain/WebhookDeliveryQueue")<
-  WebhookDeliveryQueue,
-  {
-    /**
-     * Leases up to `limit` deliveries due at `now`: `pending` ones whose next attempt is due and
-     * stale `sending` ones whose lease expired, of active subscriptions (endpoint tests also of
-     * disabled ones). Each becomes `sending`, leased to `workerId` until `now + leaseMs`, with a
-     * new attempt record opened. A stale one that already used its last attempt is failed instead.
-     */
-    readonly lease: (request: LeaseRequest) => Effect.Effect<ReadonlyArray<LeasedDelivery>, StoreUnavailable>
-    /**
-     * Records the attempt's result and, in the same transaction and only if the lease is still
-     * this one and the delivery still `sending`, applies `step`: `succeeded`, back to `pending`
-     * at the retry time, or `failed`.
-     */
-    readonly recordAttempt: (
-      delivery: LeasedDelivery,
-      result: DeliveryAttemptResult,
-      step: DeliveryStep
-    ) => Effect.Effect<RecordAttemptResult, StoreUnavailable>
-  }
->() {}
+export class WebhookDeliveryQueue extends Context.Service<WebhookDeliveryQueue, {
+  /**
+   * Leases up to `limit` deliveries due at `now`: `pending` ones whose next attempt is due and
+   * stale `sending` ones whose lease expired, of active subscriptions (endpoint tests also of
+   * disabled ones). Each becomes `sending`, leased to `workerId` until `now + leaseMs`, with a
+   * new attempt record opened. A stale one that already used its last attempt is failed instead.
+   */
+  readonly lease: (request: LeaseRequest) => Effect.Effect<ReadonlyArray<LeasedDelivery>, StoreUnavailable>
+  /**
+   * Records the attempt's result and, in the same transaction and only if the lease is still
+   * this one and the delivery still `sending`, applies `step`: `succeeded`, back to `pending`
+   * at the retry time, or `failed`.
+   */
+  readonly recordAttempt: (
+    delivery: LeasedDelivery,
+    result: DeliveryAttemptResult,
+    step: DeliveryStep
+  ) => Effect.Effect<RecordAttemptResult, StoreUnavailable>
+}>()("@clinical-api/domain/WebhookDeliveryQueue") {}

@@ -24,26 +24,24 @@ export const WebhookHeaders = {
  * `occurred_at` is kept as the text it was sent as: the signature covers the exact bytes, so a
  * receiver must never see it rewritten (`12:00:00Z` stays `12:00:00Z`, not `12:00:00.000Z`).
  */
-export const WebhookEventDateTime = Schema.String.pipe(
-  Schema.filter((text) => parseRfc3339Instant(text) !== undefined, {
-    message: () => "Expected an RFC 3339 date-time with offset"
+export const WebhookEventDateTime = Schema.String.check(
+  Schema.makeFilter((text) => parseRfc3339Instant(text) !== undefined, {
+    message: "Expected an RFC 3339 date-time with offset"
   })
-).annotations({
+).annotate({
   identifier: "WebhookEventDateTime",
   description: "ISO 8601 date-time",
-  jsonSchema: { type: "string", format: "date-time" }
+  format: "date-time"
 })
-
-const strict = { onExcessProperty: "error" } as const
 
 export const TranscriptReadyResources = Schema.Struct({
   encounter_id: EncounterId,
   document_id: DocumentId
-}).annotations({ identifier: "RecordingTranscriptReadyResources", parseOptions: strict })
+}).annotate({ identifier: "RecordingTranscriptReadyResources" })
 
 /**
  * Contract 6.1: a thin pointer, every field required and no other. It carries no transcript,
- * patient, audio, URL or secret, and decoding refuses any extra key.
+ * patient, audio, URL or secret; decoded with `exactParseOptions` it refuses any extra key.
  */
 export const TranscriptReadyEvent = Schema.Struct({
   id: WebhookEventId,
@@ -52,10 +50,9 @@ export const TranscriptReadyEvent = Schema.Struct({
   occurred_at: WebhookEventDateTime,
   organization_id: OrganizationId,
   resources: TranscriptReadyResources
-}).annotations({
+}).annotate({
   identifier: "RecordingTranscriptReadyEvent",
-  description: "A recording transcript is ready for follow-up fetches through the REST routes.",
-  parseOptions: strict
+  description: "A recording transcript is ready for follow-up fetches through the REST routes."
 })
 export type TranscriptReadyEvent = typeof TranscriptReadyEvent.Type
 
@@ -69,10 +66,10 @@ export const EndpointTestEvent = Schema.Struct({
   api_version: Schema.Literal(WEBHOOK_API_VERSION),
   occurred_at: WebhookEventDateTime,
   organization_id: OrganizationId
-}).annotations({ identifier: "WebhookEndpointTestEvent", parseOptions: strict })
+}).annotate({ identifier: "WebhookEndpointTestEvent" })
 export type EndpointTestEvent = typeof EndpointTestEvent.Type
 
-export const WebhookEvent = Schema.Union(TranscriptReadyEvent, EndpointTestEvent)
+export const WebhookEvent = Schema.Union([TranscriptReadyEvent, EndpointTestEvent])
 export type WebhookEvent = typeof WebhookEvent.Type
 
 export const makeTranscriptReadyEvent = (input: {

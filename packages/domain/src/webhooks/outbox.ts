@@ -36,14 +36,11 @@ export interface PublishTranscriptReadyResult {
  *
  * Whether deliveries are actually sent is the delivery worker's switch, not the outbox's.
  */
-export class WebhookOutbox extends Context.Tag("@clinical-api/domain/WebhookOutbox")<
-  WebhookOutbox,
-  {
-    readonly publishTranscriptReady: (
-      input: PublishTranscriptReadyInput
-    ) => Effect.Effect<PublishTranscriptReadyResult, StoreUnavailable>
-  }
->() {}
+export class WebhookOutbox extends Context.Service<WebhookOutbox, {
+  readonly publishTranscriptReady: (
+    input: PublishTranscriptReadyInput
+  ) => Effect.Effect<PublishTranscriptReadyResult, StoreUnavailable>
+}>()("@clinical-api/domain/WebhookOutbox") {}
 
 export interface TranscriptReadyNotice {
   readonly organizationId: OrganizationId
@@ -57,12 +54,9 @@ export interface TranscriptReadyNotice {
  * What the services that finalize transcripts call once a transcript is ready. It names the
  * event (`evt_...` from IdGenerator) and hands it to the outbox; it never sends anything itself.
  */
-export class TranscriptReadyPublisher extends Context.Tag("@clinical-api/domain/TranscriptReadyPublisher")<
-  TranscriptReadyPublisher,
-  {
-    readonly publish: (notice: TranscriptReadyNotice) => Effect.Effect<PublishTranscriptReadyResult, StoreUnavailable>
-  }
->() {
+export class TranscriptReadyPublisher extends Context.Service<TranscriptReadyPublisher, {
+  readonly publish: (notice: TranscriptReadyNotice) => Effect.Effect<PublishTranscriptReadyResult, StoreUnavailable>
+}>()("@clinical-api/domain/TranscriptReadyPublisher") {
   static readonly Live = Layer.effect(
     TranscriptReadyPublisher,
     Effect.gen(function* () {

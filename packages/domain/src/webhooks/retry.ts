@@ -126,7 +126,7 @@ export const nextDeliveryStep = (input: {
 }
 
 /** docs/webhooks.md: `pending` -> `sending` (leased) -> `succeeded` | `failed` | `cancelled`. */
-export const WebhookDeliveryState = Schema.Literal("pending", "sending", "succeeded", "failed", "cancelled")
+export const WebhookDeliveryState = Schema.Literals(["pending", "sending", "succeeded", "failed", "cancelled"])
 export type WebhookDeliveryState = typeof WebhookDeliveryState.Type
 
 /**

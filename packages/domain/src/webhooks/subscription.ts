@@ -2,18 +2,18 @@ import { Schema } from "effect"
 import { type AddressClass, classifyAddress, parseIpv4, parseIpv6 } from "./address.js"
 
 /** Clinical subscriptions start `disabled`; activation writes a new `active` revision (docs/webhooks.md). */
-export const WebhookSubscriptionStatus = Schema.Literal("disabled", "active")
+export const WebhookSubscriptionStatus = Schema.Literals(["disabled", "active"])
 export type WebhookSubscriptionStatus = typeof WebhookSubscriptionStatus.Type
 
 /** Contract 6.4: what activation confirms, in the contract's order. */
-export const WebhookReadinessItem = Schema.Literal(
+export const WebhookReadinessItem = Schema.Literals([
   "approved_routes",
   "least_privilege_scopes",
   "signing_setup",
   "receiver_correlation",
   "network_allowlisting",
   "delivery_and_audit_readiness"
-)
+])
 export type WebhookReadinessItem = typeof WebhookReadinessItem.Type
 export const WEBHOOK_READINESS_ITEMS: ReadonlyArray<WebhookReadinessItem> = WebhookReadinessItem.literals
 
@@ -24,7 +24,7 @@ export const WEBHOOK_READINESS_ITEMS: ReadonlyArray<WebhookReadinessItem> = Webh
  * - `not_confirmed_runtime_blocked`: receiver correlation's initial status (contract 6.4): it
  *   blocks activation until an operator confirms it.
  */
-export const WebhookReadinessStatus = Schema.Literal("confirmed", "not_confirmed", "not_applicable", "not_confirmed_runtime_blocked")
+export const WebhookReadinessStatus = Schema.Literals(["confirmed", "not_confirmed", "not_applicable", "not_confirmed_runtime_blocked"])
 export type WebhookReadinessStatus = typeof WebhookReadinessStatus.Type
 
 export type WebhookReadiness = { readonly [Item in WebhookReadinessItem]: WebhookReadinessStatus }

@@ -1,5 +1,6 @@
 import { timingSafeEqual } from "node:crypto"
-import { Either, ParseResult, Schema } from "effect"
+import { Result, Schema } from "effect"
+import { exactParseOptions } from "../resources.js"
 import {
   ENDPOINT_TEST,
   type EndpointTestEvent,
@@ -31,14 +32,14 @@ export const WEBHOOK_TIMESTAMP_TOLERANCE_SECONDS = 300
  *
  * On any failure the receiver does no follow-up work (contract 6.2 and 6.3).
  */
-export const WebhookVerificationFailureReason = Schema.Literal(
+export const WebhookVerificationFailureReason = Schema.Literals([
   "missing_header",
   "stale_timestamp",
   "invalid_signature",
   "malformed_body",
   "unsupported_event_type",
   "header_body_mismatch"
-)
+])
 export type WebhookVerificationFailureReason = typeof WebhookVerificationFailureReason.Type
 
 /** A refused delivery. The message names the check that failed and never any secret or signature. */
@@ -51,7 +52,7 @@ export class WebhookVerificationFailure extends Schema.TaggedError<WebhookVerifi
 ) {}
 
 const fail = (reason: WebhookVerificationFailureReason, message: string) =>
-  Either.left(new WebhookVerificationFailure({ reason, message }))
+  Result.fail(new WebhookVerificationFailure({ reason, message }))
 
 /** A Fetch `Headers` or anything else with a case-insensitive `get`. */
 export interface HeadersLike {
@@ -116,13 +117,13 @@ type SupportedEvent = TranscriptReadyEvent | EndpointTestEvent
 
 type SupportedType = SupportedEvent["type"]
 
-const decodeTranscriptReady = Schema.decodeUnknownEither(TranscriptReadyEventSchema, { onExcessProperty: "error" })
-const decodeEndpointTest = Schema.decodeUnknownEither(EndpointTestEventSchema, { onExcessProperty: "error" })
+const decodeTranscriptReady = Schema.decodeUnknownResult(TranscriptReadyEventSchema, exactParseOptions)
+const decodeEndpointTest = Schema.decodeUnknownResult(EndpointTestEventSchema, exactParseOptions)
 
 const decodeSupportedEvent = (
   type: SupportedType,
   value: unknown
-): Either.Either<SupportedEvent, ParseResult.ParseError> =>
+): Result.Result<SupportedEvent, Schema.SchemaError> =>
   type === TRANSCRIPT_READY ? decodeTranscriptReady(value) : decodeEndpointTest(value)
 
 const utf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true })
@@ -133,7 +134,7 @@ const isRecord = (value: unknown): value is Readonly<Record<string, unknown>> =>
 const verify = (
   input: VerifyWebhookInput,
   supported: ReadonlyArray<SupportedType>
-): Either.Either<SupportedEvent, WebhookVerificationFailure> => {
+): Result.Result<SupportedEvent, WebhookVerificationFailure> => {
   // 1. Every required header is present.
   const values = {
     eventId: webhookHeaderValue(input.headers, WebhookHeaders.eventId),
@@ -205,13 +206,10 @@ const verify = (
 
   // 7. The body is exactly the event of the contract.
   const decoded = decodeSupportedEvent(supportedType, parsed)
-  if (Either.isLeft(decoded)) {
-    return fail(
-      "malformed_body",
-      `The body does not match the ${type} event: ${ParseResult.TreeFormatter.formatErrorSync(decoded.left)}`
-    )
+  if (Result.isFailure(decoded)) {
+    return fail("malformed_body", `The body does not match the ${type} event: ${decoded.failure.message}`)
   }
-  return Either.right(decoded.right)
+  return Result.succeed(decoded.success)
 }
 
 /**
@@ -221,14 +219,14 @@ const verify = (
  */
 export const verifyWebhook = (
   input: VerifyWebhookInput
-): Either.Either<TranscriptReadyEvent, WebhookVerificationFailure> =>
-  Either.flatMap(verify(input, [TRANSCRIPT_READY]), (event) =>
+): Result.Result<TranscriptReadyEvent, WebhookVerificationFailure> =>
+  Result.flatMap(verify(input, [TRANSCRIPT_READY]), (event) =>
     event.type === TRANSCRIPT_READY
-      ? Either.right(event)
+      ? Result.succeed(event)
       : fail("unsupported_event_type", "The event type is not supported by this receiver."))
 
 /** As `verifyWebhook`, and also accepts the operator's `webhook.endpoint_test`. */
 export const verifyWebhookOrEndpointTest = (
   input: VerifyWebhookInput
-): Either.Either<TranscriptReadyEvent | EndpointTestEvent, WebhookVerificationFailure> =>
+): Result.Result<TranscriptReadyEvent | EndpointTestEvent, WebhookVerificationFailure> =>
   verify(input, [TRANSCRIPT_READY, ENDPOINT_TEST])
