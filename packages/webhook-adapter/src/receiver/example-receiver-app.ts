@@ -1,7 +1,8 @@
 import * as http from "node:http"
 import type { AddressInfo } from "node:net"
 import { isWellFormedSigningSecret, type TranscriptReadyEvent } from "@clinical-api/domain"
-import { Config, ConfigError, Context, Effect, Either, Layer, Option, Redacted, type Scope } from "effect"
+import { Config, Context, Effect, Layer, Option, Redacted, Result, type Scope } from "effect"
+import { refine } from "../internal/config.js"
 import { IdempotencyStore, type IdempotencyStoreService, type IdempotencyStoreUnavailable } from "./idempotency-store.js"
 import { makeIdempotencyStoreMemory } from "./idempotency-store-memory.js"
 import { IdempotencyStorePostgresFromUrl } from "./idempotency-store-postgres.js"
@@ -18,53 +19,56 @@ export interface ExampleReceiverConfig {
   readonly databaseUrl: Option.Option<Redacted.Redacted<string>>
 }
 
-const invalid = (message: string, path: ReadonlyArray<string> = []) => Either.left(ConfigError.InvalidData([...path], message))
-
-// Config.string, not Config.redacted: the latter hides even the "missing" message. Only
-// Redacted values leave this parser, and no message quotes a value.
-const secretsConfig = Config.string("RECEIVER_SECRETS").pipe(
-  Config.mapOrFail((value) => {
-    const entries = value.split(",").map((entry) => entry.trim()).filter((entry) => entry !== "")
+// Config.String, not Config.Redacted: only Redacted values leave this parser, and no message
+// quotes a value. Absent is refused here, with the same message as an empty list.
+const secretsConfig = Config.option(Config.String("RECEIVER_SECRETS")).pipe(
+  refine((value) => {
+    const entries = Option.getOrElse(value, () => "").split(",").map((entry) => entry.trim()).filter((entry) => entry !== "")
     if (entries.length === 0) {
-      return invalid("RECEIVER_SECRETS must list at least one signing secret (comma-separated whsec_... values)")
+      return Result.fail("RECEIVER_SECRETS must list at least one signing secret (comma-separated whsec_... values)")
     }
     const badEntry = entries.findIndex((entry) => !isWellFormedSigningSecret(entry))
     if (badEntry !== -1) {
       // The position only: a secret is never echoed, even a malformed one.
-      return invalid(`RECEIVER_SECRETS entry ${badEntry + 1} is not a signing secret (whsec_ followed by 43 base64url characters)`)
+      return Result.fail(`RECEIVER_SECRETS entry ${badEntry + 1} is not a signing secret (whsec_ followed by 43 base64url characters)`)
     }
-    return Either.right(entries.map((entry) => Redacted.make(entry)))
+    return Result.succeed(entries.map((entry) => Redacted.make(entry)))
   })
 )
 
-const portConfig = Config.integer("RECEIVER_PORT").pipe(
-  Config.validate({
-    message: "RECEIVER_PORT must be a TCP port number from 0 to 65535 (0 picks a free port)",
-    validation: (port) => port >= 0 && port <= 65535
+const portConfig = Config.String("RECEIVER_PORT").pipe(
+  refine((text) => {
+    const port = /^[0-9]+$/.test(text.trim()) ? Number(text.trim()) : Number.NaN
+    return Number.isSafeInteger(port) && port >= 0 && port <= 65535
+      ? Result.succeed(port)
+      : Result.fail("RECEIVER_PORT must be a TCP port number from 0 to 65535 (0 picks a free port)")
   }),
   Config.withDefault(8787)
 )
 
-const apiBaseUrlConfig = Config.url("RECEIVER_API_BASE_URL").pipe(
-  Config.validate({
-    message: "RECEIVER_API_BASE_URL must be an http or https URL, e.g. https://api.example.com",
-    validation: (url) => url.protocol === "http:" || url.protocol === "https:"
+const apiBaseUrlConfig = Config.String("RECEIVER_API_BASE_URL").pipe(
+  refine((text) => {
+    const url = URL.parse(text.trim())
+    return url !== null && (url.protocol === "http:" || url.protocol === "https:")
+      ? Result.succeed(url)
+      : Result.fail("RECEIVER_API_BASE_URL must be an http or https URL, e.g. https://api.example.com")
   })
 )
 
 const apiConfig = Config.all({
   baseUrl: Config.option(apiBaseUrlConfig),
-  apiKey: Config.option(Config.redacted("RECEIVER_API_KEY"))
+  apiKey: Config.option(Config.Redacted("RECEIVER_API_KEY"))
 }).pipe(
-  Config.mapOrFail(({ apiKey, baseUrl }) => {
+  refine(({ apiKey, baseUrl }): Result.Result<ExampleReceiverConfig["api"], string> => {
     if (Option.isSome(baseUrl) && Option.isSome(apiKey)) {
-      if (Redacted.value(apiKey.value).trim() === "") return invalid("RECEIVER_API_KEY is empty", ["RECEIVER_API_KEY"])
-      return Either.right(Option.some({ baseUrl: baseUrl.value, apiKey: apiKey.value }))
+      if (Redacted.value(apiKey.value).trim() === "") return Result.fail("RECEIVER_API_KEY is empty")
+      return Result.succeed(Option.some({ baseUrl: baseUrl.value, apiKey: apiKey.value }))
     }
-    if (Option.isNone(baseUrl) && Option.isNone(apiKey)) return Either.right(Option.none())
-    return invalid(
-      "RECEIVER_API_BASE_URL and RECEIVER_API_KEY must be set together (or neither, to skip follow-up fetches)",
-      [Option.isSome(baseUrl) ? "RECEIVER_API_KEY" : "RECEIVER_API_BASE_URL"]
+    if (Option.isNone(baseUrl) && Option.isNone(apiKey)) return Result.succeed(Option.none())
+    return Result.fail(
+      `RECEIVER_API_BASE_URL and RECEIVER_API_KEY must be set together (or neither, to skip follow-up fetches); ${
+        Option.isSome(baseUrl) ? "RECEIVER_API_KEY" : "RECEIVER_API_BASE_URL"
+      } is missing`
     )
   })
 )
@@ -72,10 +76,10 @@ const apiConfig = Config.all({
 /** The example receiver's environment, validated. */
 export const ExampleReceiverConfig: Config.Config<ExampleReceiverConfig> = Config.all({
   port: portConfig,
-  host: Config.string("RECEIVER_HOST").pipe(Config.withDefault("127.0.0.1")),
+  host: Config.String("RECEIVER_HOST").pipe(Config.withDefault("127.0.0.1")),
   secrets: secretsConfig,
   api: apiConfig,
-  databaseUrl: Config.option(Config.redacted("RECEIVER_DATABASE_URL"))
+  databaseUrl: Config.option(Config.Redacted("RECEIVER_DATABASE_URL"))
 })
 
 /** `skipped`, `ok`, or why the follow-up fetch failed (`http_404`, `timeout`, `network_error`). */
@@ -241,7 +245,7 @@ export const runExampleReceiver = (
 
     const server = http.createServer(handler)
     yield* Effect.acquireRelease(
-      Effect.async<void, Error>((resume) => {
+      Effect.callback<void, Error>((resume) => {
         const onError = (error: Error) => resume(Effect.fail(error))
         server.once("error", onError)
         server.listen(config.port, config.host, () => {
@@ -250,7 +254,7 @@ export const runExampleReceiver = (
         })
       }),
       () =>
-        Effect.async<void>((resume) => {
+        Effect.callback<void>((resume) => {
           server.close(() => resume(Effect.void))
           server.closeAllConnections()
         })

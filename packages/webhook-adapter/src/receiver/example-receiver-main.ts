@@ -1,4 +1,5 @@
-import { Cause, ConfigError, Effect, Exit, Fiber, Option } from "effect"
+import { Cause, Config, Effect, Exit, Fiber, Option } from "effect"
+import { configErrorMessage } from "../internal/config.js"
 import { IdempotencyStoreUnavailable } from "./idempotency-store.js"
 import { ExampleReceiverConfig, type FollowUp, runExampleReceiver } from "./example-receiver-app.js"
 
@@ -32,12 +33,12 @@ export const mainExampleReceiver = (
   process.once("SIGTERM", stop)
 
   fiber.addObserver((exit) => {
-    if (Exit.isSuccess(exit) || Exit.isInterrupted(exit)) {
+    if (Exit.isSuccess(exit) || Exit.hasInterrupts(exit)) {
       process.exit(0)
     }
-    const failure = Option.getOrUndefined(Cause.failureOption(exit.cause))
-    if (failure !== undefined && ConfigError.isConfigError(failure)) {
-      process.stderr.write(`Invalid receiver configuration: ${String(failure)}\n`)
+    const failure = Option.getOrUndefined(Cause.findErrorOption(exit.cause))
+    if (failure instanceof Config.ConfigError) {
+      process.stderr.write(`Invalid receiver configuration: ${configErrorMessage(failure)}\n`)
       process.exit(2)
     }
     const why =

@@ -134,7 +134,7 @@ export const IdempotencyStorePostgresFromUrl = (options: {
   readonly leaseMs?: number
   readonly maxConnections?: number
 }): Layer.Layer<IdempotencyStore, IdempotencyStoreUnavailable> =>
-  Layer.unwrapScoped(
+  Layer.unwrap(
     Effect.gen(function* () {
       const url = Redacted.isRedacted(options.url) ? Redacted.value(options.url) : options.url
       const sql = yield* Effect.acquireRelease(

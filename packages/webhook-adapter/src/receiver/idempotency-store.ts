@@ -23,7 +23,7 @@ export class IdempotencyStoreUnavailable extends Data.TaggedError("IdempotencySt
  * Begin/complete bookkeeping of the receiver's business work, keyed by the event id
  * (`Service-Event-Id`, contract 6.3), never by the delivery id.
  */
-export class IdempotencyStore extends Context.Tag("@clinical-api/webhook-adapter/IdempotencyStore")<
+export class IdempotencyStore extends Context.Service<
   IdempotencyStore,
   {
     /** Begins work on `eventId` unless it is done or in progress (see `IdempotencyClaim`). */
@@ -39,9 +39,9 @@ export class IdempotencyStore extends Context.Tag("@clinical-api/webhook-adapter
      */
     readonly release: (eventId: string, claimToken: string) => Effect.Effect<void, IdempotencyStoreUnavailable>
   }
->() {}
+>()("@clinical-api/webhook-adapter/IdempotencyStore") {}
 
-export type IdempotencyStoreService = Context.Tag.Service<typeof IdempotencyStore>
+export type IdempotencyStoreService = Context.Service.Shape<typeof IdempotencyStore>
 
 /**
  * How long a claim may stay in progress before another delivery may take it over. Longer than

@@ -8,7 +8,7 @@ import {
   WebhookHeaders,
   type WebhookVerificationFailureReason
 } from "@clinical-api/domain"
-import { type Cause, Effect, Either, Exit, Redacted } from "effect"
+import { type Cause, Effect, Exit, Redacted, Result } from "effect"
 import { IdempotencyStore, type IdempotencyStoreService } from "./idempotency-store.js"
 
 /** Bodies above this size are refused with 413 before verification (events are a few hundred bytes). */
@@ -195,11 +195,11 @@ export const makeWebhookRequestHandler = <A, E>(options: WebhookRequestHandlerOp
 
   const processEvent = (event: TranscriptReadyEvent, deliveryId: string): Effect.Effect<WebhookReceiptOutcome<A>> =>
     Effect.gen(function* () {
-      const claimed = yield* Effect.either(store.claim(event.id))
-      if (Either.isLeft(claimed)) {
-        return { _tag: "StoreUnavailable", eventId: event.id, deliveryId, cause: claimed.left.cause, status: ReceiverStatus.storeUnavailable } as const
+      const claimed = yield* Effect.result(store.claim(event.id))
+      if (Result.isFailure(claimed)) {
+        return { _tag: "StoreUnavailable", eventId: event.id, deliveryId, cause: claimed.failure.cause, status: ReceiverStatus.storeUnavailable } as const
       }
-      const claim = claimed.right
+      const claim = claimed.success
       if (claim.status === "completed") {
         return { _tag: "Duplicate", event, deliveryId, state: "completed", status: ReceiverStatus.ok } as const
       }
@@ -212,12 +212,12 @@ export const makeWebhookRequestHandler = <A, E>(options: WebhookRequestHandlerOp
         yield* Effect.ignore(store.release(event.id, claim.claimToken))
         return { _tag: "HandlerFailed", event, deliveryId, cause: handled.cause, status: ReceiverStatus.handlerFailed } as const
       }
-      const completed = yield* Effect.either(store.complete(event.id))
-      if (Either.isLeft(completed)) {
+      const completed = yield* Effect.result(store.complete(event.id))
+      if (Result.isFailure(completed)) {
         // The work is done but not recorded: release so a redelivery is not stuck behind a live
         // claim; it will run the (idempotent) handler again. 503 asks the sender to retry.
         yield* Effect.ignore(store.release(event.id, claim.claimToken))
-        return { _tag: "StoreUnavailable", eventId: event.id, deliveryId, cause: completed.left.cause, status: ReceiverStatus.storeUnavailable } as const
+        return { _tag: "StoreUnavailable", eventId: event.id, deliveryId, cause: completed.failure.cause, status: ReceiverStatus.storeUnavailable } as const
       }
       return { _tag: "Processed", event, deliveryId, result: handled.value, status: ReceiverStatus.ok } as const
     })
@@ -281,8 +281,8 @@ export const makeWebhookRequestHandler = <A, E>(options: WebhookRequestHandlerOp
       ...(options.now === undefined ? {} : { now: options.now() }),
       ...(options.toleranceSeconds === undefined ? {} : { toleranceSeconds: options.toleranceSeconds })
     })
-    if (Either.isLeft(verified)) {
-      const { reason } = verified.left
+    if (Result.isFailure(verified)) {
+      const { reason } = verified.failure
       if (reason === "unsupported_event_type" && unsupportedPolicy === "ignore") {
         answer(res, { _tag: "IgnoredEventType", status: ReceiverStatus.ok })
       } else {
@@ -290,7 +290,7 @@ export const makeWebhookRequestHandler = <A, E>(options: WebhookRequestHandlerOp
       }
       return
     }
-    const event = verified.right
+    const event = verified.success
     // Verification guarantees the header is present and non-empty.
     const deliveryId = webhookHeaderValue(req.headers, WebhookHeaders.deliveryId) ?? ""
     if (event.type === ENDPOINT_TEST) {

@@ -128,7 +128,7 @@ const networkError = (errorClass: NetworkErrorClass): DeliveryOutcome => ({ _tag
  *   an unusable URL is `other`.
  */
 export const deliverWebhook = (input: DeliverWebhookInput): Effect.Effect<DeliveryOutcome> =>
-  Effect.async<DeliveryOutcome>((resume) => {
+  Effect.callback<DeliveryOutcome>((resume) => {
     let target: URL
     try {
       target = new URL(input.url)

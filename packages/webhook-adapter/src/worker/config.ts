@@ -6,7 +6,8 @@ import {
   type WebhookEnvironment,
   type WebhookRuntimeStatus
 } from "@clinical-api/domain"
-import { Config, ConfigError, Either, Option } from "effect"
+import { Config, Option, Result } from "effect"
+import { refine } from "../internal/config.js"
 
 /**
  * The delivery worker's configuration, from the environment:
@@ -29,48 +30,46 @@ export interface WebhookWorkerSettings {
   readonly attemptTimeoutMs: number
 }
 
-const invalid = (message: string) => Either.left(ConfigError.InvalidData([], message))
-
 const positiveInteger = (name: string, max: number) =>
-  Config.string(name).pipe(
-    Config.mapOrFail((text) => {
+  Config.String(name).pipe(
+    refine((text) => {
       const value = /^[1-9][0-9]*$/.test(text.trim()) ? Number(text.trim()) : Number.NaN
       return Number.isSafeInteger(value) && value <= max
-        ? Either.right(value)
-        : invalid(`${name} must be an integer from 1 to ${max}, got ${JSON.stringify(text)}`)
+        ? Result.succeed(value)
+        : Result.fail(`${name} must be an integer from 1 to ${max}, got ${JSON.stringify(text)}`)
     })
   )
 
 const delayList = (name: string) =>
-  Config.string(name).pipe(
-    Config.mapOrFail((text) => {
+  Config.String(name).pipe(
+    refine((text) => {
       const parts = text.split(",").map((part) => part.trim())
       const values = parts.map((part) => (/^(0|[1-9][0-9]*)$/.test(part) ? Number(part) : Number.NaN))
       return parts.length > 0 && values.every((value) => Number.isSafeInteger(value))
-        ? Either.right(values)
-        : invalid(`${name} must be comma-separated delays in milliseconds, got ${JSON.stringify(text)}`)
+        ? Result.succeed(values)
+        : Result.fail(`${name} must be comma-separated delays in milliseconds, got ${JSON.stringify(text)}`)
     })
   )
 
 export const webhookWorkerConfig: Config.Config<WebhookWorkerSettings> = Config.all({
-  runtime: Config.literal(...WEBHOOK_RUNTIME_STATUSES)("WEBHOOK_RUNTIME").pipe(Config.withDefault(DEFAULT_WEBHOOK_RUNTIME)),
-  environment: Config.literal("sandbox", "production")("PUBLIC_API_ENVIRONMENT").pipe(Config.withDefault("sandbox" as const)),
+  runtime: Config.Literals(WEBHOOK_RUNTIME_STATUSES, "WEBHOOK_RUNTIME").pipe(Config.withDefault(DEFAULT_WEBHOOK_RUNTIME)),
+  environment: Config.Literals(["sandbox", "production"], "PUBLIC_API_ENVIRONMENT").pipe(Config.withDefault("sandbox")),
   concurrency: positiveInteger("WEBHOOK_WORKER_CONCURRENCY", 256).pipe(Config.withDefault(4)),
   pollIntervalMs: positiveInteger("WEBHOOK_POLL_INTERVAL_MS", 60_000).pipe(Config.withDefault(1000)),
   leaseMs: Config.option(positiveInteger("WEBHOOK_LEASE_MS", 3_600_000)),
   retryDelaysMs: Config.option(delayList("WEBHOOK_RETRY_DELAYS_MS")),
   attemptTimeoutMs: Config.option(positiveInteger("WEBHOOK_ATTEMPT_TIMEOUT_MS", 600_000))
 }).pipe(
-  Config.mapOrFail((config): Either.Either<WebhookWorkerSettings, ConfigError.ConfigError> => {
+  refine((config): Result.Result<WebhookWorkerSettings, string> => {
     const overrides = [
       Option.isSome(config.leaseMs) ? "WEBHOOK_LEASE_MS" : undefined,
       Option.isSome(config.retryDelaysMs) ? "WEBHOOK_RETRY_DELAYS_MS" : undefined,
       Option.isSome(config.attemptTimeoutMs) ? "WEBHOOK_ATTEMPT_TIMEOUT_MS" : undefined
     ].filter((name) => name !== undefined)
     if (config.environment === "production" && overrides.length > 0) {
-      return invalid(`${overrides.join(", ")} are test settings and are refused in production (the schedule of docs/webhooks.md applies)`)
+      return Result.fail(`${overrides.join(", ")} are test settings and are refused in production (the schedule of docs/webhooks.md applies)`)
     }
-    return Either.right({
+    return Result.succeed({
       runtime: config.runtime,
       environment: config.environment,
       concurrency: config.concurrency,

@@ -18,7 +18,7 @@ import {
   type WebhookEnvironment,
   type WebhookRuntimeStatus
 } from "@clinical-api/domain"
-import { Clock, Data, Duration, Effect, Either, Ref } from "effect"
+import { Clock, Data, Duration, Effect, Ref, Result } from "effect"
 import { deliverWebhook, signStoredDelivery } from "../sender/deliver-webhook.js"
 import { checkEndpointBeforeLookup, guardedLookup } from "./endpoint-guard.js"
 
@@ -142,7 +142,7 @@ const resolve = (options: DeliveryWorkerOptions): Effect.Effect<ResolvedOptions,
         random: options.random ?? Math.random,
         // An observer must not stop the worker.
         onAttempt: (report) =>
-          options.onAttempt === undefined ? Effect.void : Effect.catchAllCause(Effect.suspend(() => options.onAttempt?.(report) ?? Effect.void), () => Effect.void)
+          options.onAttempt === undefined ? Effect.void : Effect.catchCause(Effect.suspend(() => options.onAttempt?.(report) ?? Effect.void), () => Effect.void)
       })
 
 /**
@@ -250,7 +250,7 @@ export const runDeliveryPass = (
     const report = yield* Ref.make(emptyReport)
     const drain: Effect.Effect<void, StoreUnavailable, WebhookDeliveryQueue> = Effect.flatMap(
       leaseAndAttempt(resolved),
-      (attempt) => (attempt === undefined ? Effect.void : Effect.zipRight(Ref.update(report, (r) => tally(r, attempt)), drain))
+      (attempt) => (attempt === undefined ? Effect.void : Effect.andThen(Ref.update(report, (r) => tally(r, attempt)), drain))
     )
     yield* Effect.all(Array.from({ length: resolved.concurrency }, () => drain), { concurrency: "unbounded", discard: true })
     return yield* Ref.get(report)
@@ -279,17 +279,17 @@ export const runDeliveryWorker = (
     const resolved = yield* resolve(options)
     const idle = Effect.sleep(Duration.millis(resolved.pollIntervalMs))
     const loop = Effect.forever(
-      Effect.flatMap(Effect.either(leaseAndAttempt(resolved)), (result) => {
-        if (Either.isRight(result)) return result.right === undefined ? idle : Effect.void
-        return Effect.zipRight(
+      Effect.flatMap(Effect.result(leaseAndAttempt(resolved)), (result) => {
+        if (Result.isSuccess(result)) return result.success === undefined ? idle : Effect.void
+        return Effect.andThen(
           Effect.logWarning("webhook delivery worker: the store failed; retrying after the poll interval").pipe(
-            Effect.annotateLogs({ operation: result.left.operation, workerId: resolved.workerId })
+            Effect.annotateLogs({ operation: result.failure.operation, workerId: resolved.workerId })
           ),
           idle
         )
       })
     )
     return yield* Effect.all(Array.from({ length: resolved.concurrency }, () => loop), { concurrency: "unbounded" }).pipe(
-      Effect.zipRight(Effect.never)
+      Effect.andThen(Effect.never)
     )
   })

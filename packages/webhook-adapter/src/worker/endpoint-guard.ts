@@ -14,7 +14,7 @@ export const ADDRESS_REFUSED_CODE = "ERR_WEBHOOK_ADDRESS_REFUSED"
 
 /** Every address `url`'s host resolves to (an IP literal resolves to itself); empty when it does not resolve. */
 export const resolveEndpointAddresses = (url: string): Effect.Effect<ReadonlyArray<string>> =>
-  Effect.async<ReadonlyArray<string>>((resume) => {
+  Effect.callback<ReadonlyArray<string>>((resume) => {
     let hostname: string
     try {
       hostname = new URL(url).hostname
