@@ -3,7 +3,7 @@ import * as http from "node:http"
 import type { AddressInfo } from "node:net"
 import { afterEach, describe, expect, it } from "@effect/vitest"
 import { classifyDeliveryOutcome, WebhookDeliveryId, webhookEventBody } from "@clinical-api/domain"
-import { Effect, Either } from "effect"
+import { Effect, Result } from "effect"
 import {
   buildSignedDelivery,
   classifyNetworkError,
@@ -59,7 +59,7 @@ describe("buildSignedDelivery", () => {
     expect(headers["Service-Webhook-Version"]).toBe("2026-05-01")
     expect(headers["Service-Timestamp"]).toMatch(/^[0-9]+$/)
     expect(headers["Service-Signature"]).toMatch(/^v1=[0-9a-f]{64}$/)
-    expect(Either.isRight(verifyWebhook({ rawBody, headers, secrets: [secret] }))).toBe(true)
+    expect(Result.isSuccess(verifyWebhook({ rawBody, headers, secrets: [secret] }))).toBe(true)
   })
 
   it("signStoredDelivery signs stored bytes as they are (a retry re-signs, never re-serialises)", () => {
@@ -71,7 +71,7 @@ describe("buildSignedDelivery", () => {
     const { headers, rawBody } = signStoredDelivery({ rawBody: stored, eventId: "evt_02", deliveryId: "dlv_2", secret, now: new Date() })
     expect(rawBody).toBe(stored)
     const verified = verifyWebhook({ rawBody, headers, secrets: [secret] })
-    expect(Either.isRight(verified) && verified.right.occurred_at).toBe("2026-05-01T12:00:00Z")
+    expect(Result.isSuccess(verified) && verified.success.occurred_at).toBe("2026-05-01T12:00:00Z")
   })
 })
 
@@ -96,7 +96,7 @@ describe("deliverWebhook (real HTTP on loopback)", () => {
         expect(request?.headers[name.toLowerCase()]).toBe(headers[name])
       }
       const verified = verifyWebhook({ rawBody: request?.body ?? "", headers: request?.headers ?? {}, secrets: [secret] })
-      expect(verified).toEqual(Either.right(event))
+      expect(verified).toEqual(Result.succeed(event))
     }))
 
   it.effect("500: a Response outcome, retryable", () =>

@@ -11,7 +11,7 @@ import {
   WebhookSubscriptionId
 } from "@clinical-api/domain"
 import { describe, expect, it } from "@effect/vitest"
-import { ConfigProvider, Effect, Either, Layer, Redacted } from "effect"
+import { ConfigProvider, Effect, Layer, Redacted, Result } from "effect"
 import {
   ADDRESS_REFUSED_CODE,
   checkEndpointBeforeLookup,
@@ -176,9 +176,9 @@ describe("delivery worker: schedule, gate, address guard, configuration", () => 
   it.effect("configuration: the runtime defaults to planned_not_generally_available; test knobs are refused in production", () =>
     Effect.gen(function* () {
       const load = (entries: Record<string, string>) =>
-        Effect.either(Effect.withConfigProvider(webhookWorkerConfig, ConfigProvider.fromMap(new Map(Object.entries(entries)))))
+        Effect.result(webhookWorkerConfig.parse(ConfigProvider.fromEnv({ env: entries })))
       const defaults = yield* load({})
-      expect(Either.isRight(defaults) && defaults.right).toMatchObject({
+      expect(Result.isSuccess(defaults) && defaults.success).toMatchObject({
         runtime: "planned_not_generally_available",
         environment: "sandbox",
         leaseMs: 60_000,
@@ -186,10 +186,10 @@ describe("delivery worker: schedule, gate, address guard, configuration", () => 
         retryDelaysMs: undefined
       })
       const tuned = yield* load({ WEBHOOK_RUNTIME: "enabled", WEBHOOK_RETRY_DELAYS_MS: "10, 20", WEBHOOK_LEASE_MS: "500" })
-      expect(Either.isRight(tuned) && tuned.right).toMatchObject({ runtime: "enabled", retryDelaysMs: [10, 20], leaseMs: 500 })
+      expect(Result.isSuccess(tuned) && tuned.success).toMatchObject({ runtime: "enabled", retryDelaysMs: [10, 20], leaseMs: 500 })
       const production = yield* load({ PUBLIC_API_ENVIRONMENT: "production", WEBHOOK_RETRY_DELAYS_MS: "10" })
-      expect(Either.isLeft(production) && String(production.left)).toContain("refused in production")
-      expect(Either.isLeft(yield* load({ WEBHOOK_RUNTIME: "on" }))).toBe(true)
-      expect(Either.isLeft(yield* load({ WEBHOOK_LEASE_MS: "-1" }))).toBe(true)
+      expect(Result.isFailure(production) && String(production.failure)).toContain("refused in production")
+      expect(Result.isFailure(yield* load({ WEBHOOK_RUNTIME: "on" }))).toBe(true)
+      expect(Result.isFailure(yield* load({ WEBHOOK_LEASE_MS: "-1" }))).toBe(true)
     }))
 })
