@@ -23,8 +23,8 @@ export interface AccessCacheOptions {
  * A hit is answered from a plain map in front of Effect's `Cache`, which is asked only on a miss
  * (it loads, and makes concurrent lookups of one key share one store call): a `Cache.get` with
  * its bookkeeping is about a dozen Effect operations, twice per request. An entry of the map
- * expires at the time its lookup started plus the time to live, so it never outlives the
- * `Cache` entry it came from, and the bound holds.
+ * answers up to and including the time its lookup started plus the time to live, and not after,
+ * so the bound holds to its last millisecond.
  */
 const cachedFound = <K, A, E>(
   lookup: (key: K) => Effect.Effect<Option.Option<A>, E>,
@@ -63,7 +63,7 @@ const cachedFound = <K, A, E>(
         Effect.clockWith((clock) => {
           const hit = recent.get(key)
           if (hit === undefined) return load(key)
-          if (clock.currentTimeMillisUnsafe() < hit.expiresAt) return Effect.succeed(hit.found)
+          if (clock.currentTimeMillisUnsafe() <= hit.expiresAt) return Effect.succeed(hit.found)
           recent.delete(key)
           return load(key)
         })
