@@ -1,6 +1,7 @@
 import { describe, expect, it } from "@effect/vitest"
-import { FastCheck as fc } from "effect"
+import fc from "fast-check"
 import { deriveEncounterType, type EncounterTypeSource } from "../src/encounter-type.js"
+import { prop } from "./support/prop.js"
 
 const doc = (schemaType: EncounterTypeSource["schemaType"], workflowVariant: EncounterTypeSource["workflowVariant"] = null): EncounterTypeSource => ({
   schemaType,
@@ -58,11 +59,11 @@ describe("deriveEncounterType", () => {
     expect(deriveEncounterType([doc("encounter_checklist"), doc("encounter_checklist")])).toBe("checklist")
   })
 
-  it.prop("priority over all documents, first rule that matches wins", [fc.array(documentArb, { maxLength: 12 })], ([documents]) => {
+  prop("priority over all documents, first rule that matches wins", [fc.array(documentArb, { maxLength: 12 })], ([documents]) => {
     expect(deriveEncounterType(documents)).toBe(expectedType(documents))
   }, { fastCheck: { numRuns: 500 } })
 
-  it.prop("the order of the documents plays no part", [
+  prop("the order of the documents plays no part", [
     fc.array(documentArb, { maxLength: 12 }).chain((documents) =>
       fc.tuple(fc.constant(documents), fc.shuffledSubarray(documents, { minLength: documents.length, maxLength: documents.length }))
     )

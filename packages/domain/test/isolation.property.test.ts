@@ -2,7 +2,9 @@ import { describe, expect, it } from "@effect/vitest"
 import fc from "fast-check"
 import { Cause, Effect, Exit, Layer, ManagedRuntime, Option, Redacted, Ref } from "effect"
 import {
+  AccessPolicy,
   AccessPolicyLive,
+  type Caller,
   type DisclosureEvent,
   MemoryStore,
   MemoryStoreLayer,
@@ -40,27 +42,33 @@ const DATA_SETS = 500
 const REQUESTS_PER_DATA_SET = 12
 const digestKey = Redacted.make("isolation-property-digest-key")
 
-const invoke = (api: PublicApi["Type"], request: ResolvedRequest, publicRequest: PublicRequest) => {
+const invoke = (api: PublicApi["Service"], caller: Caller, request: ResolvedRequest, publicRequest: PublicRequest) => {
   const path = { encounterId: request.encounterId, documentId: request.documentId }
   const operation: OperationId = request.operation
   switch (operation) {
     case "listPublicEncounters":
-      return Effect.map(api.listPublicEncounters(publicRequest), (body): unknown => body)
+      return Effect.map(api.listPublicEncounters(caller, publicRequest), (body): unknown => body)
     case "getPublicEncounter":
-      return Effect.map(api.getPublicEncounter(publicRequest, path), (body): unknown => body)
+      return Effect.map(api.getPublicEncounter(caller, publicRequest, path), (body): unknown => body)
     case "getPublicDocument":
-      return Effect.map(api.getPublicDocument(publicRequest, path), (body): unknown => body)
+      return Effect.map(api.getPublicDocument(caller, publicRequest, path), (body): unknown => body)
     case "getPublicDocumentTranscript":
-      return Effect.map(api.getPublicDocumentTranscript(publicRequest, path), (body): unknown => body)
+      return Effect.map(api.getPublicDocumentTranscript(caller, publicRequest, path), (body): unknown => body)
     case "getPublicDocumentAudio":
-      return Effect.map(api.getPublicDocumentAudio(publicRequest, path), (body): unknown => body)
+      return Effect.map(api.getPublicDocumentAudio(caller, publicRequest, path), (body): unknown => body)
   }
 }
 
+/** What a server does with a request: authorization for the operation, then its use case. */
+const serve = (request: ResolvedRequest, publicRequest: PublicRequest) =>
+  Effect.gen(function*() {
+    const caller = yield* (yield* AccessPolicy).authorize(request.authorization, request.operation)
+    return yield* invoke(yield* PublicApi, caller, request, publicRequest)
+  })
+
 const runtimeFor = (model: ModelDataSet) =>
   ManagedRuntime.make(
-    PublicApiLive.pipe(
-      Layer.provide(AccessPolicyLive),
+    Layer.mergeAll(PublicApiLive, AccessPolicyLive).pipe(
       Layer.provideMerge(MemoryStoreLayer(toMemoryDataSet(model, digestKey))),
       Layer.provide(Layer.succeed(PublicApiConfig, {
         environment: model.environment,
@@ -85,10 +93,9 @@ describe("isolation property (in-memory adapters)", () => {
             const request = resolveRequest(model, spec)
             const requestId = RequestId.make(`req_isolation_${++requestNumber}`)
             const { events, exit } = await runtime.runPromise(Effect.gen(function*() {
-              const api = yield* PublicApi
               const store = yield* MemoryStore
               const before = (yield* Ref.get(store.disclosures)).length
-              const exit = yield* Effect.exit(invoke(api, request, { requestId, authorization: request.authorization, query: request.query }))
+              const exit = yield* Effect.exit(serve(request, { requestId, query: request.query }))
               const events: ReadonlyArray<DisclosureEvent> = (yield* Ref.get(store.disclosures)).slice(before)
               return { exit, events }
             }))
@@ -99,7 +106,7 @@ describe("isolation property (in-memory adapters)", () => {
             const context = `${JSON.stringify(request)} in ${JSON.stringify(model)}`
 
             if (Exit.isFailure(exit)) {
-              const failure = Cause.failureOption(exit.cause)
+              const failure = Cause.findErrorOption(exit.cause)
               expect(Option.isSome(failure) && failure.value instanceof PublicApiError, `a defect, not a refusal: ${Cause.pretty(exit.cause)}`).toBe(true)
               const error = Option.getOrThrow(failure)
               expect({ reasonCode: error.reasonCode, field: error.field }, context).toEqual(

@@ -1,18 +1,20 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Either, FastCheck as fc } from "effect"
+import { Result } from "effect"
+import fc from "fast-check"
 import { PublicApiError, sanitizeField } from "../src/errors.js"
 import { parseListQuery, type QueryPairs, rejectQueryKeys, validateQuery } from "../src/list-query.js"
 import type { EncounterListQuery } from "../src/records.js"
 import { operationIds } from "../src/routes.js"
+import { prop } from "./support/prop.js"
 
-const errorOf = (result: Either.Either<unknown, PublicApiError>): { reason: string; field: string | null; status: number } => {
-  if (Either.isRight(result)) throw new Error(`expected a failure, got ${JSON.stringify(result.right)}`)
-  return { reason: result.left.reasonCode, field: result.left.field, status: result.left.status }
+const errorOf = (result: Result.Result<unknown, PublicApiError>): { reason: string; field: string | null; status: number } => {
+  if (Result.isSuccess(result)) throw new Error(`expected a failure, got ${JSON.stringify(result.success)}`)
+  return { reason: result.failure.reasonCode, field: result.failure.field, status: result.failure.status }
 }
 
-const queryOf = (result: Either.Either<EncounterListQuery, PublicApiError>): EncounterListQuery => {
-  if (Either.isLeft(result)) throw new Error(`expected success, got ${result.left.reasonCode} (${result.left.field})`)
-  return result.right
+const queryOf = (result: Result.Result<EncounterListQuery, PublicApiError>): EncounterListQuery => {
+  if (Result.isFailure(result)) throw new Error(`expected success, got ${result.failure.reasonCode} (${result.failure.field})`)
+  return result.success
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -134,7 +136,7 @@ const instantLikeArb = fc.oneof(
 
 describe("rejectQueryKeys (routes without query parameters)", () => {
   it("accepts an empty query", () => {
-    expect(Either.isRight(rejectQueryKeys([]))).toBe(true)
+    expect(Result.isSuccess(rejectQueryKeys([]))).toBe(true)
   })
 
   it("unsupported_filter names the first key, even a key the list route supports", () => {
@@ -149,7 +151,7 @@ describe("rejectQueryKeys (routes without query parameters)", () => {
     expect(errorOf(rejectQueryKeys([["é\u0000" + "k".repeat(100), ""]])).field).toBe("??" + "k".repeat(62))
   })
 
-  it.prop("unsupported_filter for any non-empty query, field = sanitizeField(first key)", [
+  prop("unsupported_filter for any non-empty query, field = sanitizeField(first key)", [
     fc.array(fc.tuple(fc.string({ unit: "binary" }), fc.string()), { minLength: 1, maxLength: 5 })
   ], ([pairs]) => {
     const error = errorOf(rejectQueryKeys(pairs))
@@ -161,17 +163,17 @@ describe("rejectQueryKeys (routes without query parameters)", () => {
 describe("validateQuery dispatches on the operation", () => {
   it("list route: defaults when no query is given", () => {
     expect(validateQuery("listPublicEncounters", [])).toEqual(
-      Either.right({ limit: 50, offset: 0, sortOrder: "desc", startAt: null, endAt: null })
+      Result.succeed({ limit: 50, offset: 0, sortOrder: "desc", startAt: null, endAt: null })
     )
   })
 
   it("list route: parses its keys", () => {
-    expect(queryOf(validateQuery("listPublicEncounters", [["limit", "7"]]) as Either.Either<EncounterListQuery, PublicApiError>).limit).toBe(7)
+    expect(queryOf(validateQuery("listPublicEncounters", [["limit", "7"]]) as Result.Result<EncounterListQuery, PublicApiError>).limit).toBe(7)
   })
 
   for (const operation of operationIds.filter((id) => id !== "listPublicEncounters")) {
     it(`${operation}: no query gives undefined, any key gives unsupported_filter`, () => {
-      expect(validateQuery(operation, [])).toEqual(Either.right(undefined))
+      expect(validateQuery(operation, [])).toEqual(Result.succeed(undefined))
       expect(errorOf(validateQuery(operation, [["limit", "10"]]))).toEqual({
         reason: "unsupported_filter",
         field: "limit",
@@ -224,11 +226,11 @@ describe("sanitizeField", () => {
     expect(sanitizeField(key)).toBe(expected)
   })
 
-  it.prop("printable ASCII is kept, cut to 64 characters", [fc.stringMatching(/^[\x20-\x7e]*$/)], ([key]) => {
+  prop("printable ASCII is kept, cut to 64 characters", [fc.stringMatching(/^[\x20-\x7e]*$/)], ([key]) => {
     expect(sanitizeField(key)).toBe(key.slice(0, 64))
   })
 
-  it.prop("result is printable ASCII, one character per input character, at most 64", [
+  prop("result is printable ASCII, one character per input character, at most 64", [
     fc.string({ unit: "binary", maxLength: 100 })
   ], ([key]) => {
     const characters = [...key]
@@ -300,13 +302,13 @@ describe("parseListQuery: limit and offset (invalid_limit, invalid_offset)", () 
     fc.stringMatching(/^[0-9]{15,40}$/)
   )
 
-  it.prop("limit accepts exactly the canonical decimals in 1..100", [integerTextArb], ([text]) => {
+  prop("limit accepts exactly the canonical decimals in 1..100", [integerTextArb], ([text]) => {
     const result = parseListQuery([["limit", text]])
     if (canonicalInRange(text, 1n, 100n)) expect(queryOf(result).limit).toBe(Number(text))
     else expect(errorOf(result)).toEqual({ reason: "invalid_limit", field: "limit", status: 422 })
   }, { fastCheck: { numRuns: 1000 } })
 
-  it.prop("offset accepts exactly the canonical decimals in 0..10000", [integerTextArb], ([text]) => {
+  prop("offset accepts exactly the canonical decimals in 0..10000", [integerTextArb], ([text]) => {
     const result = parseListQuery([["offset", text]])
     if (canonicalInRange(text, 0n, 10_000n)) expect(queryOf(result).offset).toBe(Number(text))
     else expect(errorOf(result)).toEqual({ reason: "invalid_offset", field: "offset", status: 422 })
@@ -360,12 +362,12 @@ describe("parseListQuery: start_at and end_at (invalid_query)", () => {
     )
   })
 
-  it.prop("every RFC 3339 instant with an offset is accepted as the instant it denotes", [validInstantArb, validInstantArb], ([text, other]) => {
+  prop("every RFC 3339 instant with an offset is accepted as the instant it denotes", [validInstantArb, validInstantArb], ([text, other]) => {
     expect(queryOf(parseListQuery([["start_at", text]])).startAt?.getTime()).toBe(rfc3339Oracle(text))
     expect(queryOf(parseListQuery([["end_at", other]])).endAt?.getTime()).toBe(rfc3339Oracle(other))
   }, { fastCheck: { numRuns: 500 } })
 
-  it.prop("anything else is invalid_query with the right field", [instantLikeArb], ([text]) => {
+  prop("anything else is invalid_query with the right field", [instantLikeArb], ([text]) => {
     const expected = rfc3339Oracle(text)
     for (const key of ["start_at", "end_at"] as const) {
       const result = parseListQuery([[key, text]])
@@ -455,11 +457,11 @@ describe("parseListQuery: order of checks when several fail", () => {
     return null
   }
 
-  it.prop("the reported error is the first failing check in the decided order", [scenarioArb], ([pairs]) => {
+  prop("the reported error is the first failing check in the decided order", [scenarioArb], ([pairs]) => {
     const expected = expectedFailure(pairs)
     const result = parseListQuery(pairs)
     if (expected === null) {
-      expect(Either.isRight(result)).toBe(true)
+      expect(Result.isSuccess(result)).toBe(true)
     } else {
       const error = errorOf(result)
       expect({ reason: error.reason, field: error.field }).toEqual(expected)
@@ -483,6 +485,6 @@ describe("parseListQuery: order of checks when several fail", () => {
 describe("PublicApiError from the query checks", () => {
   it("is the tagged PublicApiError with its catalogue status", () => {
     const result = parseListQuery([["limit", "0"]])
-    expect(Either.isLeft(result) && result.left instanceof PublicApiError).toBe(true)
+    expect(Result.isFailure(result) && result.failure instanceof PublicApiError).toBe(true)
   })
 })

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Either, Option } from "effect"
+import { Option, Result } from "effect"
 import type { PublicApiError } from "../src/errors.js"
 import type { DocumentId, EncounterId, OrganizationId } from "../src/ids.js"
 import {
@@ -45,8 +45,8 @@ const document = (overrides: Partial<StoredDocument> = {}): StoredDocument => ({
   ...overrides
 })
 
-const reasonOf = (result: Either.Either<unknown, PublicApiError>) =>
-  Either.isLeft(result) ? { reason: result.left.reasonCode, status: result.left.status, field: result.left.field } : "accepted"
+const reasonOf = (result: Result.Result<unknown, PublicApiError>) =>
+  Result.isFailure(result) ? { reason: result.failure.reasonCode, status: result.failure.status, field: result.failure.field } : "accepted"
 
 describe("checkEncounterAccess", () => {
   it("encounter_not_found (404) when the encounter is missing", () => {
@@ -79,7 +79,7 @@ describe("checkEncounterAccess", () => {
 
   it("an own clinical encounter is returned", () => {
     const own = encounter()
-    expect(checkEncounterAccess(orgA, Option.some(own))).toEqual(Either.right(own))
+    expect(checkEncounterAccess(orgA, Option.some(own))).toEqual(Result.succeed(own))
   })
 })
 
@@ -99,7 +99,7 @@ describe("checkDocumentInEncounter", () => {
 
   it("a document of this encounter is returned", () => {
     const own = document()
-    expect(checkDocumentInEncounter(encounter(), Option.some(own))).toEqual(Either.right(own))
+    expect(checkDocumentInEncounter(encounter(), Option.some(own))).toEqual(Result.succeed(own))
   })
 })
 
@@ -133,7 +133,7 @@ describe("checkTranscriptTarget and checkFinalTranscript", () => {
 
   it("a finalized transcript is returned", () => {
     const transcript: PublicFinalTranscript = { provider: "p", audio_duration_seconds: null, turns: [] }
-    expect(checkFinalTranscript(Option.some(transcript))).toEqual(Either.right(transcript))
+    expect(checkFinalTranscript(Option.some(transcript))).toEqual(Result.succeed(transcript))
   })
 })
 
@@ -154,7 +154,7 @@ describe("checkAudioTarget and checkAudioObjectExists", () => {
   })
 
   it("a recording-backed ambient transcript yields its recording reference", () => {
-    expect(checkAudioTarget(document())).toEqual(Either.right({ storageKey: "recordings/doc_1.webm", contentType: "audio/webm" }))
+    expect(checkAudioTarget(document())).toEqual(Result.succeed({ storageKey: "recordings/doc_1.webm", contentType: "audio/webm" }))
   })
 
   it("audio_not_found (404) when the object is missing from storage", () => {

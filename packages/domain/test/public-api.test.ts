@@ -1,13 +1,16 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Cause, Clock, Effect, Exit, Layer, Option, Redacted, Ref } from "effect"
 import {
+  AccessPolicy,
   AccessPolicyLive,
+  type Caller,
   ApiKeyId,
   computeApiKeyDigest,
   DocumentId,
   EncounterId,
   MemoryStore,
   MemoryStoreLayer,
+  type OperationId,
   OrganizationId,
   PatientId,
   PublicApi,
@@ -99,8 +102,7 @@ const dataSet = {
   audioObjects: ["rec/doc_audio"]
 }
 
-const TestLayer = PublicApiLive.pipe(
-  Layer.provide(AccessPolicyLive),
+const TestLayer = Layer.mergeAll(PublicApiLive, AccessPolicyLive).pipe(
   Layer.provideMerge(MemoryStoreLayer(dataSet)),
   Layer.provide(Layer.succeed(PublicApiConfig, {
     environment: "sandbox",
@@ -110,16 +112,31 @@ const TestLayer = PublicApiLive.pipe(
   }))
 )
 
-const request = (query: ReadonlyArray<readonly [string, string]> = [], authorization: string | null = `Bearer ${fullKey}`): PublicRequest => ({
+const request = (query: ReadonlyArray<readonly [string, string]> = []): PublicRequest => ({
   requestId: RequestId.make("req_test"),
-  authorization: authorization ?? undefined,
   query
+})
+
+/** The caller the access policy makes of the full-access key (or of no header, with null) for `operation`. */
+const callerFor = (operation: OperationId, authorization: string | null = `Bearer ${fullKey}`) =>
+  Effect.flatMap(AccessPolicy, (policy) => policy.authorize(authorization ?? undefined, operation))
+
+const encounterPath = { encounterId: "enc_1" }
+const documentPath = { encounterId: "enc_1", documentId: "doc_audio" }
+
+/** Every use case, run for `caller` on a readable resource. */
+const useCases = (api: PublicApi["Service"], caller: Caller) => ({
+  listPublicEncounters: api.listPublicEncounters(caller, request()),
+  getPublicEncounter: api.getPublicEncounter(caller, request(), encounterPath),
+  getPublicDocument: api.getPublicDocument(caller, request(), documentPath),
+  getPublicDocumentTranscript: api.getPublicDocumentTranscript(caller, request(), documentPath),
+  getPublicDocumentAudio: api.getPublicDocumentAudio(caller, request(), documentPath)
 })
 
 const reasonOf = <A>(exit: Exit.Exit<A, PublicApiError>): string =>
   Exit.isSuccess(exit)
     ? "success"
-    : Option.match(Cause.failureOption(exit.cause), {
+    : Option.match(Cause.findErrorOption(exit.cause), {
       onNone: () => `defect: ${Cause.pretty(exit.cause)}`,
       onSome: (error) => error.reasonCode
     })
@@ -129,7 +146,7 @@ describe("PublicApi use cases (in-memory adapters)", () => {
     Effect.gen(function*() {
       const api = yield* PublicApi
       const store = yield* MemoryStore
-      const page = yield* api.listPublicEncounters(request([["sort_order", "asc"]]))
+      const page = yield* api.listPublicEncounters(yield* callerFor("listPublicEncounters"), request([["sort_order", "asc"]]))
       expect(page.items.map((item) => item.encounter_id)).toEqual(["enc_1", "enc_2"])
       expect(page.total).toBe(2)
       const events = yield* Ref.get(store.disclosures)
@@ -143,10 +160,12 @@ describe("PublicApi use cases (in-memory adapters)", () => {
     Effect.gen(function*() {
       const api = yield* PublicApi
       const store = yield* MemoryStore
-      const demo = yield* Effect.exit(api.getPublicEncounter(request(), { encounterId: "enc_demo" }))
-      const other = yield* Effect.exit(api.getPublicEncounter(request(), { encounterId: "enc_other" }))
-      const wrongEncounter = yield* Effect.exit(api.getPublicDocument(request(), { encounterId: "enc_1", documentId: "doc_other_enc" }))
-      const emptyId = yield* Effect.exit(api.getPublicEncounter(request(), { encounterId: "" }))
+      const encounterCaller = yield* callerFor("getPublicEncounter")
+      const documentCaller = yield* callerFor("getPublicDocument")
+      const demo = yield* Effect.exit(api.getPublicEncounter(encounterCaller, request(), { encounterId: "enc_demo" }))
+      const other = yield* Effect.exit(api.getPublicEncounter(encounterCaller, request(), { encounterId: "enc_other" }))
+      const wrongEncounter = yield* Effect.exit(api.getPublicDocument(documentCaller, request(), { encounterId: "enc_1", documentId: "doc_other_enc" }))
+      const emptyId = yield* Effect.exit(api.getPublicEncounter(encounterCaller, request(), { encounterId: "" }))
       expect([reasonOf(demo), reasonOf(other), reasonOf(wrongEncounter), reasonOf(emptyId)]).toEqual([
         "demo_training_denied",
         "cross_organization_denied",
@@ -160,11 +179,11 @@ describe("PublicApi use cases (in-memory adapters)", () => {
     Effect.gen(function*() {
       const api = yield* PublicApi
       const store = yield* MemoryStore
-      const detail = yield* api.getPublicDocument(request(), { encounterId: "enc_1", documentId: "doc_note" })
+      const detail = yield* api.getPublicDocument(yield* callerFor("getPublicDocument"), request(), { encounterId: "enc_1", documentId: "doc_note" })
       expect(detail.document).toMatchObject({ schema_type: "document", content: { format: "markdown", text: "## Plan\nRest." } })
-      const transcript = yield* api.getPublicDocumentTranscript(request(), { encounterId: "enc_1", documentId: "doc_audio" })
+      const transcript = yield* api.getPublicDocumentTranscript(yield* callerFor("getPublicDocumentTranscript"), request(), { encounterId: "enc_1", documentId: "doc_audio" })
       expect(transcript.transcript.turns).toHaveLength(1)
-      const audio = yield* api.getPublicDocumentAudio(request(), { encounterId: "enc_1", documentId: "doc_audio" })
+      const audio = yield* api.getPublicDocumentAudio(yield* callerFor("getPublicDocumentAudio"), request(), { encounterId: "enc_1", documentId: "doc_audio" })
       // The URL lives exactly the configured lifetime from now (TestClock).
       expect(audio.expires_at.getTime()).toBe((yield* Clock.currentTimeMillis) + 300_000)
       const events = yield* Ref.get(store.disclosures)
@@ -175,50 +194,59 @@ describe("PublicApi use cases (in-memory adapters)", () => {
       ])
     }).pipe(Effect.provide(TestLayer)))
 
-  it.effect("an answer is made from the same response inside the unit of work, before its commit; a refusal makes none", () =>
+  it.effect("a use case returns its response once the disclosure of it is committed; a refusal commits none", () =>
     Effect.gen(function*() {
       const api = yield* PublicApi
       const store = yield* MemoryStore
-      const committed = () => Effect.runSync(Ref.get(store.disclosures)).length
-      const answers: Array<{ readonly response: unknown; readonly committedBefore: number }> = []
-      const answer = (response: unknown) => {
-        answers.push({ response, committedBefore: committed() })
-        return `answer ${answers.length}`
-      }
-      const encounterPath = { encounterId: "enc_1" }
-      const documentPath = { encounterId: "enc_1", documentId: "doc_audio" }
-      const answered = [
-        yield* api.listPublicEncounters(request(), answer),
-        yield* api.getPublicEncounter(request(), encounterPath, answer),
-        yield* api.getPublicDocument(request(), documentPath, answer),
-        yield* api.getPublicDocumentTranscript(request(), documentPath, answer),
-        yield* api.getPublicDocumentAudio(request(), documentPath, answer)
+      const committed = Effect.map(Ref.get(store.disclosures), (events) => events.length)
+      const operations: ReadonlyArray<OperationId> = [
+        "listPublicEncounters",
+        "getPublicEncounter",
+        "getPublicDocument",
+        "getPublicDocumentTranscript",
+        "getPublicDocumentAudio"
       ]
-      expect(answered).toEqual(["answer 1", "answer 2", "answer 3", "answer 4", "answer 5"])
-      // Each answer saw only the events of the reads before it committed: the list's two, then one per read.
-      expect(answers.map((made) => made.committedBefore)).toEqual([0, 2, 3, 4, 5])
-      expect(committed()).toBe(6)
-      expect(answers.map((made) => made.response)).toEqual([
-        yield* api.listPublicEncounters(request()),
-        yield* api.getPublicEncounter(request(), encounterPath),
-        yield* api.getPublicDocument(request(), documentPath),
-        yield* api.getPublicDocumentTranscript(request(), documentPath),
-        yield* api.getPublicDocumentAudio(request(), documentPath)
+      const responses: Array<unknown> = []
+      const committedAfter: Array<number> = []
+      for (const operation of operations) {
+        responses.push(yield* useCases(api, yield* callerFor(operation))[operation])
+        committedAfter.push(yield* committed)
+      }
+      // The list's two events, then one per read, each committed by the time its response is returned.
+      expect(committedAfter).toEqual([2, 3, 4, 5, 6])
+      expect(responses).toEqual([
+        { items: expect.any(Array), limit: 50, offset: 0, total: 2 },
+        { encounter: expect.objectContaining({ encounter_id: "enc_1", organization_id: "org_riverside" }) },
+        { document: expect.objectContaining({ document_id: "doc_audio", schema_type: "ambient_transcript" }) },
+        {
+          document_id: "doc_audio",
+          encounter_id: "enc_1",
+          transcript: { provider: "asr", audio_duration_seconds: 1, turns: [{ speaker: "clinician", text: "Hello", start: 0, end: 0.5 }] }
+        },
+        { audio_url: expect.stringContaining("rec%2Fdoc_audio"), expires_at: expect.any(Date) }
       ])
 
-      const refused = yield* Effect.exit(api.getPublicEncounter(request(), { encounterId: "enc_demo" }, answer))
+      const refused = yield* Effect.exit(api.getPublicEncounter(yield* callerFor("getPublicEncounter"), request(), { encounterId: "enc_demo" }))
       expect(reasonOf(refused)).toBe("demo_training_denied")
-      expect(answers).toHaveLength(5)
+      expect(yield* committed).toBe(6)
     }).pipe(Effect.provide(TestLayer)))
 
-  it.effect("an answer that throws fails the read as a defect and records nothing", () =>
+  it.effect("a use case given a caller authorized for another operation dies and records nothing", () =>
     Effect.gen(function*() {
       const api = yield* PublicApi
       const store = yield* MemoryStore
-      const exit = yield* Effect.exit(api.getPublicEncounter(request(), { encounterId: "enc_1" }, () => {
-        throw new TypeError("cannot encode")
-      }))
-      expect(Exit.isFailure(exit) && Cause.isDie(exit.cause)).toBe(true)
+      // Each caller has every scope and route, but was authorized for one operation only.
+      const listCaller = yield* callerFor("listPublicEncounters")
+      const documentCaller = yield* callerFor("getPublicDocument")
+      const exits: ReadonlyArray<Exit.Exit<unknown, PublicApiError>> = [
+        yield* Effect.exit(useCases(api, listCaller).getPublicEncounter),
+        yield* Effect.exit(useCases(api, listCaller).getPublicDocument),
+        yield* Effect.exit(useCases(api, listCaller).getPublicDocumentTranscript),
+        yield* Effect.exit(useCases(api, listCaller).getPublicDocumentAudio),
+        yield* Effect.exit(useCases(api, documentCaller).listPublicEncounters),
+        yield* Effect.exit(useCases(api, documentCaller).getPublicDocumentAudio)
+      ]
+      for (const exit of exits) expect(Exit.isFailure(exit) && Cause.hasDies(exit.cause) && !Cause.hasFails(exit.cause)).toBe(true)
       expect(yield* Ref.get(store.disclosures)).toEqual([])
     }).pipe(Effect.provide(TestLayer)))
 
@@ -226,10 +254,11 @@ describe("PublicApi use cases (in-memory adapters)", () => {
     Effect.gen(function*() {
       const api = yield* PublicApi
       const store = yield* MemoryStore
-      const billing = yield* Effect.exit(api.getPublicDocumentAudio(request(), { encounterId: "enc_1", documentId: "doc_bill" }))
-      const gone = yield* Effect.exit(api.getPublicDocumentAudio(request(), { encounterId: "enc_1", documentId: "doc_gone" }))
+      const caller = yield* callerFor("getPublicDocumentAudio")
+      const billing = yield* Effect.exit(api.getPublicDocumentAudio(caller, request(), { encounterId: "enc_1", documentId: "doc_bill" }))
+      const gone = yield* Effect.exit(api.getPublicDocumentAudio(caller, request(), { encounterId: "enc_1", documentId: "doc_gone" }))
       yield* Ref.update(store.faults, (faults) => ({ ...faults, audioStorage: true }))
-      const unreachable = yield* Effect.exit(api.getPublicDocumentAudio(request(), { encounterId: "enc_1", documentId: "doc_audio" }))
+      const unreachable = yield* Effect.exit(api.getPublicDocumentAudio(caller, request(), { encounterId: "enc_1", documentId: "doc_audio" }))
       expect([reasonOf(billing), reasonOf(gone), reasonOf(unreachable)]).toEqual([
         "unsupported_document_type",
         "audio_not_found",
@@ -242,27 +271,32 @@ describe("PublicApi use cases (in-memory adapters)", () => {
     Effect.gen(function*() {
       const api = yield* PublicApi
       const store = yield* MemoryStore
+      const caller = yield* callerFor("getPublicEncounter")
       yield* Ref.update(store.faults, (faults) => ({ ...faults, disclosures: true }))
-      const exit = yield* Effect.exit(api.getPublicEncounter(request(), { encounterId: "enc_1" }))
+      const exit = yield* Effect.exit(api.getPublicEncounter(caller, request(), { encounterId: "enc_1" }))
       expect(reasonOf(exit)).toBe("digest_key_unavailable")
       expect(yield* Ref.get(store.disclosures)).toEqual([])
     }).pipe(Effect.provide(TestLayer)))
 
   it.effect("a store fault during the key lookup gives 503 digest_key_unavailable", () =>
     Effect.gen(function*() {
-      const api = yield* PublicApi
       const store = yield* MemoryStore
       yield* Ref.update(store.faults, (faults) => ({ ...faults, store: true }))
-      const exit = yield* Effect.exit(api.listPublicEncounters(request()))
+      const exit = yield* Effect.exit(callerFor("listPublicEncounters"))
       expect(reasonOf(exit)).toBe("digest_key_unavailable")
     }).pipe(Effect.provide(TestLayer)))
 
   it.effect("the order holds across stages: a bad query is answered only after authorization", () =>
     Effect.gen(function*() {
       const api = yield* PublicApi
-      const noKey = yield* Effect.exit(api.listPublicEncounters(request([["owners", "x"]], null)))
-      const unsupported = yield* Effect.exit(api.getPublicEncounter(request([["limit", "1"]]), { encounterId: "enc_missing" }))
-      const badLimit = yield* Effect.exit(api.listPublicEncounters(request([["limit", "0"]])))
+      const noKey = yield* Effect.exit(Effect.flatMap(
+        callerFor("listPublicEncounters", null),
+        (caller) => api.listPublicEncounters(caller, request([["owners", "x"]]))
+      ))
+      const unsupported = yield* Effect.exit(
+        api.getPublicEncounter(yield* callerFor("getPublicEncounter"), request([["limit", "1"]]), { encounterId: "enc_missing" })
+      )
+      const badLimit = yield* Effect.exit(api.listPublicEncounters(yield* callerFor("listPublicEncounters"), request([["limit", "0"]])))
       expect([reasonOf(noKey), reasonOf(unsupported), reasonOf(badLimit)]).toEqual([
         "missing_bearer",
         "unsupported_filter",

@@ -1,8 +1,10 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Either, FastCheck as fc, Schema } from "effect"
+import { Result, Schema } from "effect"
+import fc from "fast-check"
 import { categoryOf, PublicApiError, PublicApiErrorResponse, reasonCodes, statusOf } from "../src/errors.js"
 import type { DocumentId, EncounterId, OrganizationId, PatientId } from "../src/ids.js"
 import {
+  exactParseOptions,
   PublicAmbientTranscriptMetadata,
   PublicClinicalDocument,
   PublicDocumentAudioResponse,
@@ -17,6 +19,7 @@ import {
   PublicTranscriptTurn
 } from "../src/resources.js"
 import { contractReasonTable } from "./support/contract-reason-table.js"
+import { prop } from "./support/prop.js"
 
 // ---------------------------------------------------------------------------------------------
 // Contract section 2 (and 7), written out literally: the schemas must match these, not the reverse.
@@ -185,13 +188,13 @@ const listResponseArb = fc.record({
 })
 
 /** Encode, go through JSON text as a partner would, decode again. */
-const throughJson = <A, I>(schema: Schema.Schema<A, I>, value: A): { readonly encoded: unknown; readonly decoded: A } => {
+const throughJson = <A, I>(schema: Schema.Codec<A, I>, value: A): { readonly encoded: unknown; readonly decoded: A } => {
   const encoded: unknown = JSON.parse(JSON.stringify(Schema.encodeSync(schema)(value)))
   return { encoded, decoded: Schema.decodeUnknownSync(schema)(encoded) }
 }
 
 describe("encoding gives exactly the contract's keys, no _tag, UTC timestamps with milliseconds", () => {
-  it.prop("PublicEncounterListResponse (with encounter summaries, patients, document summaries)", [listResponseArb], ([response]) => {
+  prop("PublicEncounterListResponse (with encounter summaries, patients, document summaries)", [listResponseArb], ([response]) => {
     const { encoded, decoded } = throughJson(PublicEncounterListResponse, response)
     const list = expectKeys(encoded, KEYS.listResponse)
     ;(list.items as ReadonlyArray<Json>).forEach(checkEncounterSummary)
@@ -199,21 +202,21 @@ describe("encoding gives exactly the contract's keys, no _tag, UTC timestamps wi
     expect(decoded).toEqual(response)
   }, { fastCheck: { numRuns: 200 } })
 
-  it.prop("PublicEncounterDetailResponse", [encounterSummaryArb], ([encounter]) => {
+  prop("PublicEncounterDetailResponse", [encounterSummaryArb], ([encounter]) => {
     const { encoded, decoded } = throughJson(PublicEncounterDetailResponse, { encounter })
     checkEncounterSummary(expectKeys(encoded, KEYS.encounterDetailResponse).encounter)
     expectNoTag(encoded)
     expect(decoded).toEqual({ encounter })
   })
 
-  it.prop("PublicDocumentDetailResponse, both variants", [fc.oneof(clinicalDocumentArb, ambientMetadataArb)], ([document]) => {
+  prop("PublicDocumentDetailResponse, both variants", [fc.oneof(clinicalDocumentArb, ambientMetadataArb)], ([document]) => {
     const { encoded, decoded } = throughJson(PublicDocumentDetailResponse, { document })
     checkDocumentDetail(expectKeys(encoded, KEYS.documentDetailResponse).document)
     expectNoTag(encoded)
     expect(decoded).toEqual({ document })
   })
 
-  it.prop("PublicDocumentTranscriptResponse", [idArb, idArb, finalTranscriptArb], ([documentId, encounterId, transcript]) => {
+  prop("PublicDocumentTranscriptResponse", [idArb, idArb, finalTranscriptArb], ([documentId, encounterId, transcript]) => {
     const response = { document_id: documentId as DocumentId, encounter_id: encounterId as EncounterId, transcript }
     const { encoded, decoded } = throughJson(PublicDocumentTranscriptResponse, response)
     checkFinalTranscript(expectKeys(encoded, KEYS.transcriptResponse).transcript)
@@ -221,13 +224,13 @@ describe("encoding gives exactly the contract's keys, no _tag, UTC timestamps wi
     expect(decoded).toEqual(response)
   })
 
-  it.prop("PublicDocumentAudioResponse", [fc.webUrl(), dateArb], ([url, expiresAt]) => {
+  prop("PublicDocumentAudioResponse", [fc.webUrl(), dateArb], ([url, expiresAt]) => {
     const { encoded, decoded } = throughJson(PublicDocumentAudioResponse, { audio_url: url, expires_at: expiresAt })
     expectTimestamp(expectKeys(encoded, KEYS.audio).expires_at)
     expect(decoded).toEqual({ audio_url: url, expires_at: expiresAt })
   })
 
-  it.prop("PublicApiErrorResponse from any PublicApiError: exactly four keys", [
+  prop("PublicApiErrorResponse from any PublicApiError: exactly four keys", [
     fc.constantFrom(...reasonCodes),
     nullable(fc.string({ unit: "binary" }))
   ], ([reasonCode, field]) => {
@@ -282,7 +285,7 @@ describe("decoding refuses keys the contract does not name", () => {
   const turn = { speaker: "A", text: "hi", start: 0, end: 1 }
   const transcript = { provider: "p", audio_duration_seconds: null, turns: [turn] }
 
-  const cases: ReadonlyArray<readonly [string, Schema.Schema.AnyNoContext, Record<string, unknown>]> = [
+  const cases: ReadonlyArray<readonly [string, Schema.Codec<unknown, unknown>, Record<string, unknown>]> = [
     ["PublicPatientSummary", PublicPatientSummary, patient],
     ["PublicEncounterDocumentSummary", PublicEncounterDocumentSummary, documentSummary],
     ["PublicEncounterSummary", PublicEncounterSummary, encounter],
@@ -300,14 +303,14 @@ describe("decoding refuses keys the contract does not name", () => {
 
   for (const [name, schema, valid] of cases) {
     it(`${name}: the valid JSON decodes, the same with an extra key fails`, () => {
-      expect(Either.isRight(Schema.decodeUnknownEither(schema)(valid))).toBe(true)
-      expect(Either.isLeft(Schema.decodeUnknownEither(schema)({ ...valid, extra: 1 }))).toBe(true)
-      expect(Either.isLeft(Schema.decodeUnknownEither(schema)({ ...valid, _tag: name }))).toBe(true)
+      expect(Result.isSuccess(Schema.decodeUnknownResult(schema, exactParseOptions)(valid))).toBe(true)
+      expect(Result.isFailure(Schema.decodeUnknownResult(schema, exactParseOptions)({ ...valid, extra: 1 }))).toBe(true)
+      expect(Result.isFailure(Schema.decodeUnknownResult(schema, exactParseOptions)({ ...valid, _tag: name }))).toBe(true)
     })
   }
 
   it("an extra key nested in patient, document summary, content or turn fails", () => {
-    const decode = (schema: Schema.Schema.AnyNoContext, value: unknown) => Either.isLeft(Schema.decodeUnknownEither(schema)(value))
+    const decode = (schema: Schema.Codec<unknown, unknown>, value: unknown) => Result.isFailure(Schema.decodeUnknownResult(schema, exactParseOptions)(value))
     expect(decode(PublicEncounterSummary, { ...encounter, patient: { ...patient, ssn: "1" } })).toBe(true)
     expect(decode(PublicEncounterSummary, { ...encounter, documents: [{ ...documentSummary, content: "x" }] })).toBe(true)
     expect(decode(PublicClinicalDocument, { ...clinical, content: { format: "markdown", text: "x", html: "<p>" } })).toBe(true)
@@ -315,9 +318,9 @@ describe("decoding refuses keys the contract does not name", () => {
   })
 
   it("a clinical document with ambient-only fields, or non-null status, fails", () => {
-    expect(Either.isLeft(Schema.decodeUnknownEither(PublicDocumentDetailResponse)({ document: { ...clinical, audio_duration_seconds: 1 } }))).toBe(true)
-    expect(Either.isLeft(Schema.decodeUnknownEither(PublicClinicalDocument)({ ...clinical, status: "final" }))).toBe(true)
-    expect(Either.isLeft(Schema.decodeUnknownEither(PublicAmbientTranscriptMetadata)({ ...ambient, content: clinical.content }))).toBe(true)
+    expect(Result.isFailure(Schema.decodeUnknownResult(PublicDocumentDetailResponse, exactParseOptions)({ document: { ...clinical, audio_duration_seconds: 1 } }))).toBe(true)
+    expect(Result.isFailure(Schema.decodeUnknownResult(PublicClinicalDocument, exactParseOptions)({ ...clinical, status: "final" }))).toBe(true)
+    expect(Result.isFailure(Schema.decodeUnknownResult(PublicAmbientTranscriptMetadata, exactParseOptions)({ ...ambient, content: clinical.content }))).toBe(true)
   })
 })
 
@@ -373,9 +376,9 @@ describe("nullable and optional fields decode to null (or []) when absent", () =
   })
 
   it("required keys are required: a missing one fails", () => {
-    expect(Either.isLeft(Schema.decodeUnknownEither(PublicEncounterSummary)({ encounter_id: "e", organization_id: "o", created_at: at }))).toBe(true)
-    expect(Either.isLeft(Schema.decodeUnknownEither(PublicTranscriptTurn)({ speaker: "A", text: "x", start: 0 }))).toBe(true)
-    expect(Either.isLeft(Schema.decodeUnknownEither(PublicApiErrorResponse)({ error: "public_api_not_found", reason_code: "encounter_not_found", message: "m" }))).toBe(true)
+    expect(Result.isFailure(Schema.decodeUnknownResult(PublicEncounterSummary)({ encounter_id: "e", organization_id: "o", created_at: at }))).toBe(true)
+    expect(Result.isFailure(Schema.decodeUnknownResult(PublicTranscriptTurn)({ speaker: "A", text: "x", start: 0 }))).toBe(true)
+    expect(Result.isFailure(Schema.decodeUnknownResult(PublicApiErrorResponse)({ error: "public_api_not_found", reason_code: "encounter_not_found", message: "m" }))).toBe(true)
   })
 })
 
@@ -406,11 +409,11 @@ describe("timestamps", () => {
   })
 
   it.each(["2026-05-01", "2026-05-01T12:00:00", "2026-02-30T00:00:00Z", "garbage"])("%s does not decode as a timestamp", (input) => {
-    expect(Either.isLeft(Schema.decodeUnknownEither(PublicDocumentAudioResponse)({ audio_url: "u", expires_at: input }))).toBe(true)
+    expect(Result.isFailure(Schema.decodeUnknownResult(PublicDocumentAudioResponse)({ audio_url: "u", expires_at: input }))).toBe(true)
   })
 
   it.each(["2026-02-30", "2026-5-1", "2026-05-01T00:00:00Z"])("date_of_birth %s is refused (YYYY-MM-DD only)", (input) => {
-    expect(Either.isLeft(Schema.decodeUnknownEither(PublicPatientSummary)({ patient_id: "p", date_of_birth: input }))).toBe(true)
+    expect(Result.isFailure(Schema.decodeUnknownResult(PublicPatientSummary)({ patient_id: "p", date_of_birth: input }))).toBe(true)
   })
 })
 

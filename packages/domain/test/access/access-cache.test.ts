@@ -1,6 +1,7 @@
 import { createHmac } from "node:crypto"
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Layer, Option, Redacted, TestClock } from "effect"
+import { Effect, Layer, Option, Redacted } from "effect"
+import { TestClock } from "effect/testing"
 import { AccessCacheLayer } from "../../src/access/access-cache.js"
 import { AccessPolicy, AccessPolicyLive } from "../../src/access/access-policy.js"
 import { PublicApiConfig } from "../../src/config.js"

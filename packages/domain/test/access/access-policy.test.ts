@@ -1,7 +1,8 @@
 import { createHmac } from "node:crypto"
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Either, Layer, Option, Redacted, TestClock } from "effect"
-import * as fc from "fast-check"
+import { Effect, Layer, Option, Redacted, Result } from "effect"
+import { TestClock } from "effect/testing"
+import fc from "fast-check"
 import {
   AccessPolicy,
   AccessPolicyLive,
@@ -95,14 +96,14 @@ const baseInput: AccessDecisionInput = {
   now: NOW
 }
 
-const reasonOf = <A>(result: Either.Either<A, PublicApiError>): ReasonCode | "allowed" =>
-  Either.match(result, { onLeft: (error) => error.reasonCode, onRight: () => "allowed" as const })
+const reasonOf = <A>(result: Result.Result<A, PublicApiError>): ReasonCode | "allowed" =>
+  Result.match(result, { onFailure: (error) => error.reasonCode, onSuccess: () => "allowed" as const })
 
-const expectRefused = <A>(result: Either.Either<A, PublicApiError>, reasonCode: ReasonCode, status: number) => {
+const expectRefused = <A>(result: Result.Result<A, PublicApiError>, reasonCode: ReasonCode, status: number) => {
   expect(reasonOf(result)).toBe(reasonCode)
-  if (Either.isLeft(result)) {
-    expect(result.left.status).toBe(status)
-    expect(result.left.field).toBeNull()
+  if (Result.isFailure(result)) {
+    expect(result.failure.status).toBe(status)
+    expect(result.failure.field).toBeNull()
   }
 }
 
@@ -118,7 +119,7 @@ describe("readBearerToken (missing_bearer and whitespace rules)", () => {
     ["inner whitespace kept (then malformed)", "Bearer ab cd", "ab cd"],
     ["any non-empty token", "Bearer x", "x"]
   ])("accepts %s", (_, header, token) => {
-    expect(readBearerToken(header)).toEqual(Either.right(token))
+    expect(readBearerToken(header)).toEqual(Result.succeed(token))
   })
 
   it.each([
@@ -150,10 +151,10 @@ describe("screenToken", () => {
 
   it("sandbox accepts both prefixes", () => {
     expect(screenToken(TEST_TOKEN, { environment: "sandbox", apiKeysEnabled: true })).toEqual(
-      Either.right({ token: TEST_TOKEN, environment: "test" })
+      Result.succeed({ token: TEST_TOKEN, environment: "test" })
     )
     expect(screenToken(LIVE_TOKEN, { environment: "sandbox", apiKeysEnabled: true })).toEqual(
-      Either.right({ token: LIVE_TOKEN, environment: "live" })
+      Result.succeed({ token: LIVE_TOKEN, environment: "live" })
     )
   })
 
@@ -183,7 +184,7 @@ describe("evaluateKeyRecord", () => {
 
   it("a key is still valid at the very instant of expires_at (expired only after it)", () => {
     const key = { ...activeKey, expiresAt: NOW }
-    expect(evaluateKeyRecord(Option.some(key), NOW)).toEqual(Either.right(key))
+    expect(evaluateKeyRecord(Option.some(key), NOW)).toEqual(Result.succeed(key))
   })
 
   it("a key both revoked and expired is revoked_key (docs/behaviour.md)", () => {
@@ -215,7 +216,7 @@ describe("authorizeOrganization", () => {
   it("route_not_allowed (403) when the route is not enabled for the organization", () => {
     const organization = Option.some({ ...approvedOrganization, enabledRoutes: ["listPublicEncounters"] as const })
     expectRefused(authorizeOrganization(activeKey, organization, "getPublicEncounter"), "route_not_allowed", 403)
-    expect(Either.isRight(authorizeOrganization(activeKey, organization, "listPublicEncounters"))).toBe(true)
+    expect(Result.isSuccess(authorizeOrganization(activeKey, organization, "listPublicEncounters"))).toBe(true)
   })
 
   it("route_not_allowed (403) when the organization record is missing, or is another organization's", () => {
@@ -237,7 +238,7 @@ describe("authorizeOrganization", () => {
   it("missing_scope (403): the audio route needs recordings:read, the document route does not", () => {
     const key = { ...activeKey, scopes: ["encounters:read", "documents:read", "patients:read"] as const }
     expectRefused(authorizeOrganization(key, org, "getPublicDocumentAudio"), "missing_scope", 403)
-    expect(Either.isRight(authorizeOrganization(key, org, "getPublicDocument"))).toBe(true)
+    expect(Result.isSuccess(authorizeOrganization(key, org, "getPublicDocument"))).toBe(true)
   })
 
   it.each(ALL_OPERATIONS.map((operation) => [operation]))("missing_scope (403) on %s for each required scope left out", (operation) => {
@@ -246,12 +247,12 @@ describe("authorizeOrganization", () => {
       expectRefused(authorizeOrganization(key, org, operation), "missing_scope", 403)
     }
     const exact = { ...activeKey, scopes: SCOPES_REQUIRED[operation] }
-    expect(Either.isRight(authorizeOrganization(exact, org, operation))).toBe(true)
+    expect(Result.isSuccess(authorizeOrganization(exact, org, operation))).toBe(true)
   })
 
-  it("an authorized caller carries the key's organization, id and scopes", () => {
+  it("an authorized caller carries the key's organization, id and scopes, and the operation it was authorized for", () => {
     expect(authorizeOrganization(activeKey, org, "listPublicEncounters")).toEqual(
-      Either.right<Caller>({ organizationId: ORG_1, apiKeyId: KEY_1, scopes: ALL_SCOPES })
+      Result.succeed<Caller>({ organizationId: ORG_1, apiKeyId: KEY_1, scopes: ALL_SCOPES, operationId: "listPublicEncounters" })
     )
   })
 })
@@ -283,7 +284,7 @@ describe("decideAccess: every 401/403/503 reason of the access checks", () => {
 
   it("allows a valid live key in production", () => {
     expect(decideAccess(baseInput)).toEqual(
-      Either.right<Caller>({ organizationId: ORG_1, apiKeyId: KEY_1, scopes: ALL_SCOPES })
+      Result.succeed<Caller>({ organizationId: ORG_1, apiKeyId: KEY_1, scopes: ALL_SCOPES, operationId: "getPublicDocumentAudio" })
     )
   })
 
@@ -498,14 +499,19 @@ const expectedOutcome = (c: AccessCase): Outcome => {
   if (first !== undefined) return { refused: first }
   const record = Option.getOrThrow(c.key).record
   return {
-    allowed: { organizationId: record.organizationId ?? ORG_1, apiKeyId: record.apiKeyId, scopes: record.scopes }
+    allowed: {
+      organizationId: record.organizationId ?? ORG_1,
+      apiKeyId: record.apiKeyId,
+      scopes: record.scopes,
+      operationId: c.operation
+    }
   }
 }
 
-const outcomeOf = (result: Either.Either<Caller, PublicApiError>): Outcome =>
-  Either.match(result, {
-    onLeft: (error) => ({ refused: error.reasonCode }),
-    onRight: (caller) => ({ allowed: caller })
+const outcomeOf = (result: Result.Result<Caller, PublicApiError>): Outcome =>
+  Result.match(result, {
+    onFailure: (error) => ({ refused: error.reasonCode }),
+    onSuccess: (caller) => ({ allowed: caller })
   })
 
 describe("decideAccess property: the first failing check in the documented order", () => {
@@ -562,7 +568,7 @@ const policyLayer = (setup: StoreSetup, calls: StoreCalls = { digests: [], organ
       calls.digests.push(digest)
       return setup.keyStoreDown === true
         ? Effect.fail(new StoreUnavailable({ operation: "findByDigest", cause: new Error(`connection refused (${digest})`) }))
-        : Effect.succeed(Option.fromNullable(setup.keysByDigest?.get(digest)))
+        : Effect.succeed(Option.fromNullishOr(setup.keysByDigest?.get(digest)))
     }
   })
   const organizationStore = Layer.succeed(OrganizationStore, {
@@ -571,7 +577,7 @@ const policyLayer = (setup: StoreSetup, calls: StoreCalls = { digests: [], organ
       return setup.organizationStoreDown === true
         ? Effect.fail(new StoreUnavailable({ operation: "findById", cause: new Error("pool exhausted") }))
         : Effect.succeed(
-            Option.fromNullable(setup.organizations?.find((record) => record.organizationId === organizationId))
+            Option.fromNullishOr(setup.organizations?.find((record) => record.organizationId === organizationId))
           )
     }
   })
@@ -592,7 +598,7 @@ describe("AccessPolicyLive", () => {
       const caller = yield* authorize(`Bearer ${LIVE_TOKEN}`, "getPublicEncounter").pipe(
         Effect.provide(policyLayer({ keysByDigest: knownKey, organizations: [approvedOrganization] }, calls))
       )
-      expect(caller).toEqual({ organizationId: ORG_1, apiKeyId: KEY_1, scopes: ALL_SCOPES })
+      expect(caller).toEqual({ organizationId: ORG_1, apiKeyId: KEY_1, scopes: ALL_SCOPES, operationId: "getPublicEncounter" })
       expect(calls.digests).toEqual([hmacHex(DIGEST_KEY, LIVE_TOKEN)])
       expect(calls.organizationIds).toEqual([ORG_1])
     })
@@ -701,26 +707,29 @@ describe("AccessPolicyLive", () => {
     })
   )
 
-  it.effect.prop(
-    "agrees with decideAccess on generated cases",
-    { c: accessCases, digestOutage: fc.constantFrom("no_digest_key" as const, "key_store_down" as const) },
-    ({ c, digestOutage }) =>
-      Effect.gen(function* () {
-        yield* TestClock.setTime(c.now.getTime())
-        const keysByDigest = new Map<string, ApiKeyRecord>()
-        if (Option.isSome(c.key)) keysByDigest.set(hmacHex(DIGEST_KEY, c.token.token), c.key.value.record)
-        const layer = policyLayer({
-          environment: c.environment,
-          apiKeysEnabled: c.apiKeysEnabled,
-          digestKey: !c.digestAvailable && digestOutage === "no_digest_key" ? null : DIGEST_KEY,
-          keyStoreDown: !c.digestAvailable && digestOutage === "key_store_down",
-          keysByDigest,
-          organizations: Option.toArray(c.organization)
-        })
-        const result = yield* authorize(c.header.build(c.token.token), c.operation).pipe(Effect.either, Effect.provide(layer))
-        expect(outcomeOf(result)).toEqual(outcomeOf(decideAccess(toInput(c))))
-        expect(outcomeOf(result)).toEqual(expectedOutcome(c))
-      }),
-    { fastCheck: { numRuns: 300 } }
-  )
+  it("agrees with decideAccess on generated cases", () =>
+    fc.assert(
+      fc.asyncProperty(
+        accessCases,
+        fc.constantFrom("no_digest_key" as const, "key_store_down" as const),
+        (c, digestOutage) =>
+          Effect.gen(function* () {
+            yield* TestClock.setTime(c.now.getTime())
+            const keysByDigest = new Map<string, ApiKeyRecord>()
+            if (Option.isSome(c.key)) keysByDigest.set(hmacHex(DIGEST_KEY, c.token.token), c.key.value.record)
+            const layer = policyLayer({
+              environment: c.environment,
+              apiKeysEnabled: c.apiKeysEnabled,
+              digestKey: !c.digestAvailable && digestOutage === "no_digest_key" ? null : DIGEST_KEY,
+              keyStoreDown: !c.digestAvailable && digestOutage === "key_store_down",
+              keysByDigest,
+              organizations: Option.toArray(c.organization)
+            })
+            const result = yield* authorize(c.header.build(c.token.token), c.operation).pipe(Effect.result, Effect.provide(layer))
+            expect(outcomeOf(result)).toEqual(outcomeOf(decideAccess(toInput(c))))
+            expect(outcomeOf(result)).toEqual(expectedOutcome(c))
+          }).pipe(Effect.provide(TestClock.layer()), Effect.runPromise)
+      ),
+      { numRuns: 300 }
+    ))
 })

@@ -12,6 +12,7 @@ import {
   type KeyEnvironment,
   parseApiKeyToken
 } from "../../src/access/api-key-token.js"
+import { prop } from "../support/prop.js"
 
 interface KeyVectors {
   readonly well_formed: ReadonlyArray<string>
@@ -76,7 +77,7 @@ describe("API-key tokens (docs/behaviour.md, API keys)", () => {
   })
 
   describe("apiKeyChecksum", () => {
-    it.prop("is 6 base62 digits whose value is the CRC-32 of the ASCII bytes", [base62Strings(30)], ([random]) => {
+    prop("is 6 base62 digits whose value is the CRC-32 of the ASCII bytes", [base62Strings(30)], ([random]) => {
       const checksum = apiKeyChecksum(random)
       expect(checksum).toMatch(/^[0-9A-Za-z]{6}$/)
       expect(decodeBase62(checksum)).toBe(crc32(Buffer.from(random, "ascii")))
@@ -109,7 +110,7 @@ describe("API-key tokens (docs/behaviour.md, API keys)", () => {
       expect(parseApiKeyToken(token)).toBeUndefined()
     })
 
-    it.prop(
+    prop(
       "changing any one character of a valid token makes it malformed",
       [environments, byteStreams, fc.nat({ max: 43 }), fc.constantFrom(...ALPHABET, "-", "_", " ", "é", "=")],
       ([environment, bytes, position, replacement]) => {
@@ -137,7 +138,7 @@ describe("API-key tokens (docs/behaviour.md, API keys)", () => {
   })
 
   describe("generateApiKeyToken", () => {
-    it.prop(
+    prop(
       "generated tokens always parse and round-trip with their environment",
       [environments, byteStreams],
       ([environment, bytes]) => {
@@ -148,7 +149,7 @@ describe("API-key tokens (docs/behaviour.md, API keys)", () => {
       }
     )
 
-    it.prop(
+    prop(
       "the random characters are the accepted bytes (< 248) mod 62, in order, with no byte drawn in vain",
       [environments, byteStreams],
       ([environment, bytes]) => {
@@ -192,7 +193,7 @@ describe("API-key tokens (docs/behaviour.md, API keys)", () => {
       )
     })
 
-    it.prop(
+    prop(
       "is the lowercase hex HMAC-SHA256 of the token keyed with the digest key",
       [fc.string({ unit: "grapheme", minLength: 1 }), environments, byteStreams],
       ([digestKey, environment, bytes]) => {

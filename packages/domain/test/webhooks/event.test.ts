@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Either, Schema } from "effect"
+import { Result, Schema } from "effect"
 import {
   ENDPOINT_TEST,
   EndpointTestEvent,
@@ -13,9 +13,10 @@ import {
   WebhookHeaders
 } from "../../src/webhooks/index.js"
 import { DocumentId, EncounterId, OrganizationId, WebhookEventId } from "../../src/ids.js"
+import { exactParseOptions } from "../../src/resources.js"
 import { webhookVectors } from "./vectors.js"
 
-const decode = Schema.decodeUnknownEither(TranscriptReadyEvent)
+const decode = Schema.decodeUnknownResult(TranscriptReadyEvent, exactParseOptions)
 
 const valid = {
   id: "evt_01",
@@ -43,7 +44,7 @@ describe("webhook event (contract 6.1)", () => {
   it("decodes every vector body and keeps occurred_at as the exact text sent", () => {
     for (const vector of webhookVectors) {
       const decoded = decode(JSON.parse(vector.raw_body))
-      expect(Either.isRight(decoded)).toBe(true)
+      expect(Result.isSuccess(decoded)).toBe(true)
     }
     const second = webhookVectors[1]
     expect(second).toBeDefined()
@@ -77,34 +78,34 @@ describe("webhook event (contract 6.1)", () => {
   })
 
   it("refuses an extra key, at the top and inside resources (no other fields)", () => {
-    expect(Either.isLeft(decode({ ...valid, transcript: "text" }))).toBe(true)
-    expect(Either.isLeft(decode({ ...valid, resources: { ...valid.resources, patient_id: "p" } }))).toBe(true)
+    expect(Result.isFailure(decode({ ...valid, transcript: "text" }))).toBe(true)
+    expect(Result.isFailure(decode({ ...valid, resources: { ...valid.resources, patient_id: "p" } }))).toBe(true)
   })
 
   it("requires every field", () => {
     for (const key of Object.keys(valid)) {
       const partial: Record<string, unknown> = { ...valid }
       delete partial[key]
-      expect(Either.isLeft(decode(partial)), key).toBe(true)
+      expect(Result.isFailure(decode(partial)), key).toBe(true)
     }
-    expect(Either.isLeft(decode({ ...valid, resources: { encounter_id: "enc_1" } }))).toBe(true)
-    expect(Either.isLeft(decode({ ...valid, resources: { document_id: "doc_1" } }))).toBe(true)
+    expect(Result.isFailure(decode({ ...valid, resources: { encounter_id: "enc_1" } }))).toBe(true)
+    expect(Result.isFailure(decode({ ...valid, resources: { document_id: "doc_1" } }))).toBe(true)
   })
 
   it("refuses empty ids, another type or api_version, and an occurred_at that is not a date-time", () => {
-    expect(Either.isLeft(decode({ ...valid, id: "" }))).toBe(true)
-    expect(Either.isLeft(decode({ ...valid, organization_id: "" }))).toBe(true)
-    expect(Either.isLeft(decode({ ...valid, resources: { encounter_id: "", document_id: "d" } }))).toBe(true)
-    expect(Either.isLeft(decode({ ...valid, resources: { encounter_id: "e", document_id: "" } }))).toBe(true)
-    expect(Either.isLeft(decode({ ...valid, type: "webhook.endpoint_test" }))).toBe(true)
-    expect(Either.isLeft(decode({ ...valid, api_version: "2026-06-01" }))).toBe(true)
-    expect(Either.isLeft(decode({ ...valid, occurred_at: "yesterday" }))).toBe(true)
-    expect(Either.isLeft(decode({ ...valid, occurred_at: "2026-02-30T00:00:00Z" }))).toBe(true)
-    expect(Either.isLeft(decode({ ...valid, occurred_at: "2026-05-01T12:00:00" }))).toBe(true)
+    expect(Result.isFailure(decode({ ...valid, id: "" }))).toBe(true)
+    expect(Result.isFailure(decode({ ...valid, organization_id: "" }))).toBe(true)
+    expect(Result.isFailure(decode({ ...valid, resources: { encounter_id: "", document_id: "d" } }))).toBe(true)
+    expect(Result.isFailure(decode({ ...valid, resources: { encounter_id: "e", document_id: "" } }))).toBe(true)
+    expect(Result.isFailure(decode({ ...valid, type: "webhook.endpoint_test" }))).toBe(true)
+    expect(Result.isFailure(decode({ ...valid, api_version: "2026-06-01" }))).toBe(true)
+    expect(Result.isFailure(decode({ ...valid, occurred_at: "yesterday" }))).toBe(true)
+    expect(Result.isFailure(decode({ ...valid, occurred_at: "2026-02-30T00:00:00Z" }))).toBe(true)
+    expect(Result.isFailure(decode({ ...valid, occurred_at: "2026-05-01T12:00:00" }))).toBe(true)
   })
 
   it("has the identifier RecordingTranscriptReadyEvent", () => {
-    expect(TranscriptReadyEvent.ast.annotations[Symbol.for("effect/annotation/Identifier")]).toBe(
+    expect(TranscriptReadyEvent.ast.annotations?.identifier).toBe(
       "RecordingTranscriptReadyEvent"
     )
   })
@@ -122,8 +123,8 @@ describe("webhook event (contract 6.1)", () => {
       occurred_at: "2026-05-01T12:00:00.000Z",
       organization_id: "org_a"
     })
-    const decodeTest = Schema.decodeUnknownEither(EndpointTestEvent)
-    expect(Either.isRight(decodeTest(JSON.parse(serializeWebhookEvent(event))))).toBe(true)
-    expect(Either.isLeft(decodeTest({ ...JSON.parse(serializeWebhookEvent(event)), resources: {} }))).toBe(true)
+    const decodeTest = Schema.decodeUnknownResult(EndpointTestEvent, exactParseOptions)
+    expect(Result.isSuccess(decodeTest(JSON.parse(serializeWebhookEvent(event))))).toBe(true)
+    expect(Result.isFailure(decodeTest({ ...JSON.parse(serializeWebhookEvent(event)), resources: {} }))).toBe(true)
   })
 })

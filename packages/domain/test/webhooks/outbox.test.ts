@@ -1,5 +1,6 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Either, Layer, Ref, Schema, TestClock } from "effect"
+import { Effect, Layer, Ref, Result, Schema } from "effect"
+import { TestClock } from "effect/testing"
 import { DocumentId, EncounterId, OrganizationId, WebhookSubscriptionId } from "../../src/ids.js"
 import { IdGenerator, type IdKind } from "../../src/ports.js"
 import {
@@ -58,7 +59,7 @@ describe("TranscriptReadyPublisher over the WebhookOutbox port", () => {
         organization_id: "org_a",
         resources: { encounter_id: "enc_1", document_id: "doc_1" }
       })
-      expect(Either.isRight(Schema.decodeUnknownEither(TranscriptReadyEvent)(result.event))).toBe(true)
+      expect(Result.isSuccess(Schema.decodeUnknownResult(TranscriptReadyEvent)(result.event))).toBe(true)
       const [stored] = yield* Ref.get(handle.events)
       expect(stored?.body).toBe(
         '{"id":"evt_1","type":"recording.transcript_ready","api_version":"2026-05-01","occurred_at":"2026-05-01T12:00:00.000Z","organization_id":"org_a","resources":{"encounter_id":"enc_1","document_id":"doc_1"}}'

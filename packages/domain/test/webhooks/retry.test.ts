@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { FastCheck as fc } from "effect"
+import fc from "fast-check"
 import {
   classifyDeliveryOutcome,
   type DeliveryOutcome,
@@ -17,6 +17,7 @@ import {
   WebhookDeliveryState,
   type WebhookDeliveryTransition
 } from "../../src/webhooks/index.js"
+import { prop } from "../support/prop.js"
 
 const response = (status: number, retryAfter?: string): DeliveryOutcome =>
   retryAfter === undefined ? { _tag: "Response", status } : { _tag: "Response", status, retryAfter }
@@ -81,7 +82,7 @@ describe("retry schedule (docs/webhooks.md)", () => {
     expect(attempts).toEqual([1, 2, 3, 4, 5, 6, 7, 8])
   })
 
-  it.prop(
+  prop(
     "each delay lies within [d, 1.2 d] and at = now + delay",
     [fc.integer({ min: 1, max: 7 }), fc.double({ min: 0, max: 1, maxExcluded: true, noNaN: true })],
     ([attemptNumber, random]) => {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { FastCheck as fc } from "effect"
+import fc from "fast-check"
 import {
   type AddressClass,
   checkActivation,
@@ -10,6 +10,7 @@ import {
   WEBHOOK_READINESS_ITEMS,
   type WebhookReadiness
 } from "../../src/webhooks/index.js"
+import { prop } from "../support/prop.js"
 
 describe("activation readiness (contract 6.4, docs/webhooks.md)", () => {
   const allConfirmed: WebhookReadiness = {
@@ -138,7 +139,7 @@ describe("classifyAddress", () => {
     expect(parseIpv6("1::")).toEqual([1, 0, 0, 0, 0, 0, 0, 0])
   })
 
-  it.prop("every IPv4 address in 10/8, 172.16/12, 192.168/16, 100.64/10 is private, also when IPv4-mapped", [
+  prop("every IPv4 address in 10/8, 172.16/12, 192.168/16, 100.64/10 is private, also when IPv4-mapped", [
     fc.oneof(
       fc.tuple(fc.constant(10), fc.nat(255), fc.nat(255), fc.nat(255)),
       fc.tuple(fc.constant(172), fc.integer({ min: 16, max: 31 }), fc.nat(255), fc.nat(255)),
@@ -151,7 +152,7 @@ describe("classifyAddress", () => {
     expect(classifyAddress(`::ffff:${octets.join(".")}`)).toBe("private")
   })
 
-  it.prop("never throws on arbitrary text", [fc.string({ unit: "binary" })], ([text]) => {
+  prop("never throws on arbitrary text", [fc.string({ unit: "binary" })], ([text]) => {
     expect(() => classifyAddress(text)).not.toThrow()
   })
 })

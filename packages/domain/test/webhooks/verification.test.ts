@@ -1,5 +1,6 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Either, FastCheck as fc } from "effect"
+import { Result } from "effect"
+import fc from "fast-check"
 import {
   buildDeliveryHeaders,
   signingTimestamp,
@@ -10,6 +11,7 @@ import {
   type WebhookVerificationFailureReason
 } from "../../src/webhooks/index.js"
 import { webhookVectors } from "./vectors.js"
+import { prop } from "../support/prop.js"
 
 const SECRET = "whsec_c2FtcGxlLXNpZ25pbmctc2VjcmV0LWZvci10ZXN0cyE"
 const OLD_SECRET = "whsec_b2xkLXNpZ25pbmctc2VjcmV0LWZvci10ZXN0cy0xMjM"
@@ -45,7 +47,7 @@ const delivery = (options: {
 }
 
 const reasonOf = (input: VerifyWebhookInput): WebhookVerificationFailureReason | "ok" =>
-  Either.match(verifyWebhook(input), { onLeft: (failure) => failure.reason, onRight: () => "ok" as const })
+  Result.match(verifyWebhook(input), { onFailure: (failure) => failure.reason, onSuccess: () => "ok" as const })
 
 const flipByte = (bytes: Uint8Array, index: number, mask: number): Uint8Array => {
   const copy = new Uint8Array(bytes)
@@ -66,7 +68,7 @@ describe("verifyWebhook: webhook-vectors.json", () => {
       const now = new Date(Number(vector.timestamp) * 1000)
       for (const rawBody of [vector.raw_body, new Uint8Array(Buffer.from(vector.raw_body, "utf8"))]) {
         const result = verifyWebhook({ rawBody, headers, secrets: [vector.secret], now })
-        expect(Either.isRight(result), vector.name).toBe(true)
+        expect(Result.isSuccess(result), vector.name).toBe(true)
       }
     }
   })
@@ -86,7 +88,7 @@ describe("verifyWebhook: webhook-vectors.json", () => {
       secrets: [vector.secret],
       now: new Date(Number(vector.timestamp) * 1000)
     })
-    expect(Either.getOrThrow(result)).toEqual({
+    expect(Result.getOrThrow(result)).toEqual({
       id: "evt_02",
       type: "recording.transcript_ready",
       api_version: "2026-05-01",
@@ -134,14 +136,14 @@ const makeSigned = (c: typeof signedCase extends fc.Arbitrary<infer T> ? T : nev
 }
 
 describe("verifyWebhook: properties", () => {
-  it.prop("verify(sign(x)) holds for any body layout, non-ASCII ids, timestamp and secret", [signedCase], ([c]) => {
+  prop("verify(sign(x)) holds for any body layout, non-ASCII ids, timestamp and secret", [signedCase], ([c]) => {
     const signed = makeSigned(c)
     const result = verifyWebhook({ rawBody: signed.rawBody, headers: signed.headers, secrets: [c.secret], now: signed.now })
-    expect(Either.isRight(result)).toBe(true)
-    expect(Either.getOrThrow(result).id).toBe(c.id)
+    expect(Result.isSuccess(result)).toBe(true)
+    expect(Result.getOrThrow(result).id).toBe(c.id)
   })
 
-  it.prop(
+  prop(
     "invalid_signature: changing any one byte of the body fails",
     [signedCase, fc.nat(), fc.integer({ min: 1, max: 255 })],
     ([c, position, mask]) => {
@@ -151,7 +153,7 @@ describe("verifyWebhook: properties", () => {
     }
   )
 
-  it.prop(
+  prop(
     "invalid_signature: a different timestamp still within the tolerance fails (the timestamp is signed)",
     [signedCase, fc.constantFrom(-1, 1)],
     ([c, delta]) => {
@@ -162,7 +164,7 @@ describe("verifyWebhook: properties", () => {
     }
   )
 
-  it.prop(
+  prop(
     "changing any one character of the timestamp fails (stale or invalid signature)",
     [signedCase, fc.nat(), fc.integer({ min: 1, max: 9 })],
     ([c, position, add]) => {
@@ -176,7 +178,7 @@ describe("verifyWebhook: properties", () => {
     }
   )
 
-  it.prop(
+  prop(
     "invalid_signature: changing any one hex digit of the signature fails",
     [signedCase, fc.nat(), fc.integer({ min: 1, max: 15 })],
     ([c, position, add]) => {
@@ -189,7 +191,7 @@ describe("verifyWebhook: properties", () => {
     }
   )
 
-  it.prop("invalid_signature: another secret fails", [signedCase, fc.string({ minLength: 1 })], ([c, other]) => {
+  prop("invalid_signature: another secret fails", [signedCase, fc.string({ minLength: 1 })], ([c, other]) => {
     fc.pre(other !== c.secret)
     const signed = makeSigned(c)
     expect(reasonOf({ rawBody: signed.rawBody, headers: signed.headers, secrets: [other], now: signed.now })).toBe(
@@ -197,14 +199,14 @@ describe("verifyWebhook: properties", () => {
     )
   })
 
-  it.prop("odd Service-Signature values never throw and never verify", [fc.string({ unit: "binary" })], ([value]) => {
+  prop("odd Service-Signature values never throw and never verify", [fc.string({ unit: "binary" })], ([value]) => {
     const signed = delivery()
     const headers = { ...signed.headers, "Service-Signature": value.trim() === "" ? "x" : value }
     expect(() => verifyWebhook({ ...signed, headers, secrets: [SECRET], now: NOW })).not.toThrow()
     expect(reasonOf({ ...signed, headers, secrets: [SECRET], now: NOW })).toBe("invalid_signature")
   })
 
-  it.prop("arbitrary headers and bodies never throw", [fc.dictionary(fc.string(), fc.string()), fc.uint8Array()], ([headers, rawBody]) => {
+  prop("arbitrary headers and bodies never throw", [fc.dictionary(fc.string(), fc.string()), fc.uint8Array()], ([headers, rawBody]) => {
     expect(() => verifyWebhook({ rawBody, headers, secrets: [SECRET], now: NOW })).not.toThrow()
   })
 })
@@ -241,7 +243,7 @@ describe("verifyWebhook: stale_timestamp (300 s tolerance, both ways)", () => {
 
   it("defaults to the current clock", () => {
     const timestamp = signingTimestamp(new Date())
-    expect(Either.isRight(verifyWebhook({ ...delivery({ timestamp }), secrets: [SECRET] }))).toBe(true)
+    expect(Result.isSuccess(verifyWebhook({ ...delivery({ timestamp }), secrets: [SECRET] }))).toBe(true)
     expect(reasonOf({ ...delivery(), secrets: [SECRET] })).toBe("stale_timestamp")
   })
 })
@@ -319,7 +321,7 @@ describe("verifyWebhook: missing_header", () => {
 
   it("the message names the header", () => {
     const result = verifyWebhook({ ...delivery({ headers: { "Service-Webhook-Version": undefined } }), secrets: [SECRET], now: NOW })
-    expect(Either.isLeft(result) && result.left.message).toContain("Service-Webhook-Version")
+    expect(Result.isFailure(result) && result.failure.message).toContain("Service-Webhook-Version")
   })
 })
 
@@ -384,13 +386,13 @@ describe("verifyWebhook: body checks after authentication", () => {
   it("verifyWebhookOrEndpointTest accepts webhook.endpoint_test and still the transcript event", () => {
     const test = delivery({ body: eventBody({ type: "webhook.endpoint_test", resources: undefined }) })
     const result = verifyWebhookOrEndpointTest({ ...test, secrets: [SECRET], now: NOW })
-    expect(Either.getOrThrow(result).type).toBe("webhook.endpoint_test")
-    expect(Either.getOrThrow(verifyWebhookOrEndpointTest({ ...delivery(), secrets: [SECRET], now: NOW })).type).toBe(
+    expect(Result.getOrThrow(result).type).toBe("webhook.endpoint_test")
+    expect(Result.getOrThrow(verifyWebhookOrEndpointTest({ ...delivery(), secrets: [SECRET], now: NOW })).type).toBe(
       "recording.transcript_ready"
     )
     const other = delivery({ body: eventBody({ type: "recording.deleted" }) })
     const refused = verifyWebhookOrEndpointTest({ ...other, secrets: [SECRET], now: NOW })
-    expect(Either.isLeft(refused) && refused.left.reason).toBe("unsupported_event_type")
+    expect(Result.isFailure(refused) && refused.failure.reason).toBe("unsupported_event_type")
   })
 
   it("header_body_mismatch: Service-Event-Id differs from body id", () => {
@@ -419,13 +421,13 @@ describe("verifyWebhook: failures", () => {
     expect(new Set(cases.map(([reason]) => reason)).size).toBe(6)
     for (const [reason, input] of cases) {
       const result = verifyWebhook(input)
-      if (Either.isRight(result)) throw new Error(`expected ${reason}`)
-      expect(result.left._tag).toBe("WebhookVerificationFailure")
-      expect(result.left.reason).toBe(reason)
-      expect(result.left.message.length).toBeGreaterThan(0)
+      if (Result.isSuccess(result)) throw new Error(`expected ${reason}`)
+      expect(result.failure._tag).toBe("WebhookVerificationFailure")
+      expect(result.failure.reason).toBe(reason)
+      expect(result.failure.message.length).toBeGreaterThan(0)
       for (const secret of [SECRET, OLD_SECRET, signature, signature.slice(3)]) {
-        expect(result.left.message.includes(secret)).toBe(false)
-        expect(String(result.left).includes(secret)).toBe(false)
+        expect(result.failure.message.includes(secret)).toBe(false)
+        expect(String(result.failure).includes(secret)).toBe(false)
       }
     }
   })
