@@ -1,5 +1,9 @@
 import {
+  categoryOf,
   type ErrorCategory,
+  type ListQueryKey,
+  listQueryKeys,
+  PublicApiError,
   PublicApiErrorResponse,
   type PublicDocumentAudioResponse,
   type PublicDocumentDetailResponse,
@@ -7,11 +11,14 @@ import {
   type PublicEncounterDetailResponse,
   type PublicEncounterListResponse,
   type QueryPairs,
+  reasonCatalogue,
   type ReasonCode,
+  type SortOrder,
   statusOf
 } from "@clinical-api/domain"
-import { HttpApiClient, HttpClient, HttpClientError, HttpClientRequest } from "@effect/platform"
-import { Data, Effect, FiberRef, Redacted, Schema } from "effect"
+import { Context, Data, Effect, Redacted, Schema } from "effect"
+import { HttpClient, HttpClientError, HttpClientRequest } from "effect/http"
+import { HttpApiClient } from "effect/http-api"
 import { PUBLIC_API_GROUP, PublicHttpApi } from "./api/definition.js"
 
 /**
@@ -38,10 +45,11 @@ export class PublicApiTransportError extends Data.TaggedError("PublicApiTranspor
 
 export type PublicApiClientFailure = PublicApiClientError | PublicApiTransportError
 
-export interface ListEncountersQuery {
+/** The list route's query by name (the domain's keys); the server checks the values. */
+export interface ListEncountersQuery extends Partial<Record<ListQueryKey, number | string | Date>> {
   readonly limit?: number
   readonly offset?: number
-  readonly sort_order?: "asc" | "desc"
+  readonly sort_order?: SortOrder
   readonly start_at?: Date | string
   readonly end_at?: Date | string
 }
@@ -71,40 +79,46 @@ export interface PublicApiClientOptions {
   readonly apiKey: string | Redacted.Redacted<string>
 }
 
-/** The query of the call in progress: the generated client has no `urlParams` (the server declares none). */
-const pendingQuery = FiberRef.unsafeMake<QueryPairs>([])
+/** The query of the call in progress: the generated client has none (the server declares none). */
+const PendingQuery = Context.Reference<QueryPairs>("@clinical-api/http-adapter/PublicApiClient/PendingQuery", {
+  defaultValue: () => []
+})
 
+/** The named query as pairs, in the domain's order of the list query's keys. */
 const toPairs = (query: ListEncountersQuery | QueryPairs | undefined): QueryPairs => {
   if (query === undefined) return []
   if (Array.isArray(query)) return query as QueryPairs
-  const named = query as ListEncountersQuery
+  const named: ListEncountersQuery = query as ListEncountersQuery
   const pairs: Array<readonly [string, string]> = []
-  const text = (value: Date | string) => (value instanceof Date ? value.toISOString() : value)
-  if (named.limit !== undefined) pairs.push(["limit", String(named.limit)])
-  if (named.offset !== undefined) pairs.push(["offset", String(named.offset)])
-  if (named.sort_order !== undefined) pairs.push(["sort_order", named.sort_order])
-  if (named.start_at !== undefined) pairs.push(["start_at", text(named.start_at)])
-  if (named.end_at !== undefined) pairs.push(["end_at", text(named.end_at)])
+  for (const key of listQueryKeys) {
+    const value = named[key]
+    if (value !== undefined) pairs.push([key, value instanceof Date ? value.toISOString() : String(value)])
+  }
   return pairs
 }
 
-const isErrorBody = Schema.is(PublicApiErrorResponse)
-const decodeErrorBody = Schema.decodeUnknown(Schema.parseJson(PublicApiErrorResponse))
+const decodeErrorBody = Schema.decodeUnknownEffect(Schema.fromJsonString(PublicApiErrorResponse))
 
-const fromBody = (body: PublicApiErrorResponse, status: number) =>
-  new PublicApiClientError({ status, ...body })
+const fromRefusal = (error: PublicApiError) =>
+  new PublicApiClientError({
+    status: statusOf(error.reasonCode),
+    error: categoryOf(error.reasonCode),
+    reason_code: error.reasonCode,
+    message: reasonCatalogue[error.reasonCode].message,
+    field: error.field
+  })
 
 /** A refusal the generated client decoded, or a contract body at a status it did not expect (404 route_not_found, 405). */
 const toFailure = (error: unknown): Effect.Effect<never, PublicApiClientFailure> => {
-  if (isErrorBody(error)) return Effect.fail(fromBody(error, statusOf(error.reason_code)))
-  if (HttpClientError.isHttpClientError(error) && error._tag === "ResponseError") {
-    const response = error.response
+  if (error instanceof PublicApiError) return Effect.fail(fromRefusal(error))
+  const response = HttpClientError.isHttpClientError(error) ? error.response : undefined
+  if (response !== undefined) {
     return Effect.flatMap(
-      Effect.either(Effect.flatMap(response.text, decodeErrorBody)),
+      Effect.result(Effect.flatMap(response.text, decodeErrorBody)),
       (decoded) =>
         Effect.fail(
-          decoded._tag === "Right"
-            ? fromBody(decoded.right, response.status)
+          decoded._tag === "Success"
+            ? new PublicApiClientError({ status: response.status, ...decoded.success })
             : new PublicApiTransportError({ reason: "unexpected response", status: response.status, cause: error })
         )
     )
@@ -126,30 +140,26 @@ export const makePublicApiClient = (
     const apiKey = typeof options.apiKey === "string" ? Redacted.make(options.apiKey) : options.apiKey
     const generated = yield* HttpApiClient.make(PublicHttpApi, {
       baseUrl: options.baseUrl,
-      transformClient: HttpClient.mapRequestEffect((request) =>
-        Effect.map(FiberRef.get(pendingQuery), (query) =>
-          HttpClientRequest.bearerToken(HttpClientRequest.appendUrlParams(request, query), Redacted.value(apiKey))
-        )
-      )
+      transformClient: (client) =>
+        HttpClient.mapRequestEffect(client, (request) =>
+          Effect.map(Effect.service(PendingQuery), (query) =>
+            HttpClientRequest.bearerToken(HttpClientRequest.appendUrlParams(request, query), Redacted.value(apiKey))
+          ))
     })
     const api = generated[PUBLIC_API_GROUP]
-    // The generated client inserts path parameters as given: each opaque id is encoded as one segment here.
-    const encounterPath = (encounterId: string) => ({ encounter_id: encodeURIComponent(encounterId) })
-    const documentPath = (encounterId: string, documentId: string) => ({
-      encounter_id: encodeURIComponent(encounterId),
-      document_id: encodeURIComponent(documentId)
-    })
-    const typed = <A, E>(effect: Effect.Effect<A, E>) => Effect.catchAll(effect, toFailure)
+    const encounterPath = (encounterId: string) => ({ encounter_id: encounterId })
+    const documentPath = (encounterId: string, documentId: string) => ({ encounter_id: encounterId, document_id: documentId })
+    const typed = <A, E>(effect: Effect.Effect<A, E>) => Effect.catch(effect, toFailure)
 
     return {
       listPublicEncounters: (query) =>
-        typed(api.listPublicEncounters({})).pipe(Effect.locally(pendingQuery, toPairs(query))),
-      getPublicEncounter: (encounterId) => typed(api.getPublicEncounter({ path: encounterPath(encounterId) })),
+        typed(api.listPublicEncounters()).pipe(Effect.provideService(PendingQuery, toPairs(query))),
+      getPublicEncounter: (encounterId) => typed(api.getPublicEncounter({ params: encounterPath(encounterId) })),
       getPublicDocument: (encounterId, documentId) =>
-        typed(api.getPublicDocument({ path: documentPath(encounterId, documentId) })),
+        typed(api.getPublicDocument({ params: documentPath(encounterId, documentId) })),
       getPublicDocumentTranscript: (encounterId, documentId) =>
-        typed(api.getPublicDocumentTranscript({ path: documentPath(encounterId, documentId) })),
+        typed(api.getPublicDocumentTranscript({ params: documentPath(encounterId, documentId) })),
       getPublicDocumentAudio: (encounterId, documentId) =>
-        typed(api.getPublicDocumentAudio({ path: documentPath(encounterId, documentId) }))
+        typed(api.getPublicDocumentAudio({ params: documentPath(encounterId, documentId) }))
     }
   })

@@ -1,5 +1,5 @@
 import { NodeRuntime } from "@effect/platform-node"
-import { Cause, ConfigError, Console, Effect, Logger, Option } from "effect"
+import { Cause, Config, Console, Effect, Logger, Option } from "effect"
 import { printBanner, ServiceLive, Startup } from "./service.js"
 
 /**
@@ -16,9 +16,9 @@ const main = Effect.gen(function*() {
 
 /** A start that fails says why in one readable block, and exits non-zero. */
 const reportStartFailure = (cause: Cause.Cause<unknown>) => {
-  const failure = Cause.failureOption(cause)
-  if (Option.isSome(failure) && ConfigError.isConfigError(failure.value)) {
-    return Console.error(`The service cannot start: invalid configuration.\n  ${String(failure.value)}`)
+  const failure = Cause.findErrorOption(cause)
+  if (Option.isSome(failure) && failure.value instanceof Config.ConfigError) {
+    return Console.error(`The service cannot start: invalid configuration.\n  ${failure.value.message}`)
   }
   return Effect.logError("the service stopped", cause)
 }
@@ -38,6 +38,6 @@ process.on("SIGINT", acknowledgeRepeatedSignal)
 process.on("SIGTERM", acknowledgeRepeatedSignal)
 
 NodeRuntime.runMain(
-  main.pipe(Effect.tapErrorCause(reportStartFailure), Effect.provide(Logger.json)),
-  { disableErrorReporting: true, disablePrettyLogger: true }
+  main.pipe(Effect.tapCause(reportStartFailure), Effect.provide(Logger.layer([Logger.consoleJson]))),
+  { disableErrorReporting: true }
 )

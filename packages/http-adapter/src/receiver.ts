@@ -14,9 +14,9 @@ mainExampleReceiver((api) => (event) =>
     yield* client.getPublicDocumentTranscript(event.resources.encounter_id, event.resources.document_id)
     return "ok"
   }).pipe(
-    Effect.catchAll((failure) => Effect.succeed(
+    Effect.catch((failure) => Effect.succeed(
       failure._tag === "PublicApiClientError" ? `http_${failure.status}_${failure.reason_code}` : "network_error"
     )),
-    Effect.timeoutTo({ duration: "15 seconds", onTimeout: () => "timeout", onSuccess: (result) => result }),
+    Effect.timeoutOrElse({ duration: "15 seconds", orElse: () => Effect.succeed("timeout") }),
     Effect.provide(NodeHttpClient.layerUndici)
   ))

@@ -1,4 +1,18 @@
-import { AccessCacheLayer, AccessPolicyLive, PublicApiConfig, PublicApiLive } from "@clinical-api/domain"
+import {
+  AccessCacheLayer,
+  AccessPolicyLive,
+  type ApiKeyStore,
+  type AudioStorage,
+  type DisclosureRecorder,
+  type EncounterRepository,
+  type IdGenerator,
+  type OrganizationStore,
+  PublicApi,
+  PublicApiConfig,
+  PublicApiLive,
+  type PublicApiSettings,
+  type UnitOfWork
+} from "@clinical-api/domain"
 import {
   loadFixture,
   MediaBaseUrlFromConfig,
@@ -7,11 +21,12 @@ import {
   sandboxFixturePath,
   StorageFromConfig
 } from "@clinical-api/storage-adapter"
-import { HttpServer } from "@effect/platform"
 import { Console, Context, Deferred, Effect, Layer, Option, Redacted } from "effect"
+import { HttpServer } from "effect/http"
+import { NetAddress } from "effect/net"
 import { type ServiceConfig, serviceConfig } from "./config.js"
-import { HttpApiRoutesLive, makeHttpServerLayer } from "./server/app.js"
-import { RequestLogSinkStdout } from "./server/request-log.js"
+import { makeHttpServerLayer } from "./server/http-server.js"
+import { type RequestLogSink, RequestLogSinkStdout } from "./server/request-log.js"
 
 /** What the start-up banner shows a newcomer: where the service is and one key to try it with. */
 export interface StartupInfo {
@@ -21,16 +36,26 @@ export interface StartupInfo {
   readonly fixture: Option.Option<{ readonly path: string; readonly sampleToken: Option.Option<string> }>
 }
 
-export class Startup extends Context.Tag("@clinical-api/http-adapter/Startup")<Startup, StartupInfo>() {}
+export class Startup extends Context.Service<Startup, StartupInfo>()("@clinical-api/http-adapter/Startup") {}
+
+/** The domain's ports the use cases and the access policy run over. */
+export type DomainPorts =
+  | EncounterRepository
+  | ApiKeyStore
+  | OrganizationStore
+  | DisclosureRecorder
+  | UnitOfWork
+  | AudioStorage
+  | IdGenerator
 
 const usesEmbeddedDatabase = (config: ServiceConfig) =>
   Option.isNone(config.databaseUrl) || Redacted.value(config.databaseUrl.value).trim() === ""
 
 /** The URL a client on this machine reaches the server at (a wildcard bind is reached on loopback). */
-const baseUrlOf = (address: HttpServer.Address): string => {
-  if (address._tag !== "TcpAddress") return `unix:${address.path}`
-  const host = address.hostname === "0.0.0.0" || address.hostname === "::" ? "127.0.0.1" : address.hostname
-  return `http://${host.includes(":") ? `[${host}]` : host}:${address.port}`
+const baseUrlOf = (address: NetAddress.SocketAddress): string => {
+  if (address._tag === "UnixPathAddress") return `unix:${address.path}`
+  const host = NetAddress.isUnspecified(address.address) ? "127.0.0.1" : NetAddress.formatIp(address.address)
+  return `http://${NetAddress.formatUrlHostString(host)}:${address.port}`
 }
 
 /** The first active, organization-scoped key of a fixture with every scope: the banner's sandbox key. */
@@ -44,7 +69,7 @@ const sampleTokenOf = (fixtureText: string): Option.Option<string> => {
     key["kind"] === "organization" && key["state"] === "active" && key["expires_at"] === null &&
     Array.isArray(key["scopes"]) && key["scopes"].length === 4
   )
-  return Option.fromNullable(typeof usable?.["token"] === "string" ? usable["token"] : undefined)
+  return Option.fromNullishOr(typeof usable?.["token"] === "string" ? usable["token"] : undefined)
 }
 
 /**
@@ -65,50 +90,77 @@ const seedEmbeddedStore = (config: ServiceConfig) =>
     return { path, sampleToken: sampleTokenOf(text) }
   })
 
-const publicApiSettings = (config: ServiceConfig) =>
-  Layer.succeed(PublicApiConfig, {
-    environment: config.environment,
-    apiKeysEnabled: config.apiKeysEnabled,
-    apiKeyDigestKey: config.apiKeyDigestKey,
-    audioUrlTtlSeconds: config.audioUrlTtlSeconds
-  })
+/**
+ * What a test may put in place of a production part; everything else (the configuration
+ * reading, the access cache, the access policy, the use cases, the HTTP server) is the
+ * production one.
+ */
+export interface ServiceOverrides {
+  /** In place of the configured storage (PostgreSQL or the embedded PGlite): the domain's ports, built. */
+  readonly storage?: Layer.Layer<DomainPorts> | undefined
+  /** In place of standard output. */
+  readonly requestLog?: Layer.Layer<RequestLogSink> | undefined
+  /** Over the configured use-case settings: what no configuration produces (no digest key at all). */
+  readonly settings?: ((configured: PublicApiSettings) => PublicApiSettings) | undefined
+  /** Around the use cases (a delay, a defect), for the server's own guarantees. */
+  readonly publicApi?: ((api: PublicApi["Service"]) => PublicApi["Service"]) | undefined
+}
 
 /**
- * The whole service from configuration: storage (migrated at start, seeded in embedded mode),
- * the domain's use cases and the HTTP server. Building it starts serving; releasing it drains
- * in-flight requests, then closes the pool (and the embedded database).
+ * The whole service from configuration (the `ConfigProvider` in the context): storage
+ * (migrated at start, seeded in embedded mode), the access cache and policy, the domain's
+ * use cases and the HTTP server. Building it starts serving; releasing it drains requests in
+ * flight, then closes the pool (and the embedded database).
  */
-export const ServiceLive: Layer.Layer<Startup | HttpServer.HttpServer, unknown> = Layer.unwrapEffect(
-  Effect.gen(function*() {
-    const config = yield* serviceConfig
-    const embedded = usesEmbeddedDatabase(config)
-    // Embedded audio is served by this very server: its URL is known once it listens (PORT=0 too).
-    const listeningAt = yield* Deferred.make<string>()
-    const storage = StorageFromConfig.pipe(Layer.provide(MediaBaseUrlFromConfig(Deferred.await(listeningAt))))
-    const seeded = Layer.effect(
-      Startup,
-      Effect.gen(function*() {
-        const fixture = embedded ? Option.some(yield* seedEmbeddedStore(config)) : Option.none()
-        const { address } = yield* HttpServer.HttpServer
-        yield* Deferred.succeed(listeningAt, baseUrlOf(address))
-        return { baseUrl: baseUrlOf(address), database: embedded ? "embedded" as const : "postgresql" as const, fixture }
-      })
-    )
-    const http = makeHttpServerLayer({ port: config.port, host: config.host }).pipe(
-      Layer.provide(HttpApiRoutesLive),
-      Layer.provide(RequestLogSinkStdout),
-      Layer.provide(PublicApiLive.pipe(
-        Layer.provide(AccessPolicyLive),
-        Layer.provide(AccessCacheLayer({ timeToLive: `${config.accessCacheSeconds} seconds`, capacity: 10_000 }))
-      ))
-    )
-    return seeded.pipe(
-      Layer.provideMerge(http),
-      Layer.provide(publicApiSettings(config)),
-      Layer.provideMerge(storage)
-    )
-  })
-)
+export const makeService = (overrides: ServiceOverrides = {}): Layer.Layer<Startup | HttpServer.HttpServer, unknown> =>
+  Layer.unwrap(
+    Effect.gen(function*() {
+      const config = yield* serviceConfig
+      // Embedded audio is served by this very server: its URL is known once it listens (PORT=0 too).
+      const listeningAt = yield* Deferred.make<string>()
+      const settings: PublicApiSettings = {
+        environment: config.environment,
+        apiKeysEnabled: config.apiKeysEnabled,
+        apiKeyDigestKey: config.apiKeyDigestKey,
+        audioUrlTtlSeconds: config.audioUrlTtlSeconds
+      }
+      const useCases = overrides.publicApi === undefined
+        ? PublicApiLive
+        : Layer.effect(PublicApi, Effect.map(Effect.service(PublicApi), overrides.publicApi)).pipe(Layer.provide(PublicApiLive))
+      const domain = Layer.mergeAll(
+        useCases,
+        AccessPolicyLive.pipe(
+          Layer.provide(AccessCacheLayer({ timeToLive: `${config.accessCacheSeconds} seconds`, capacity: 10_000 }))
+        )
+      ).pipe(Layer.provide(Layer.succeed(PublicApiConfig, overrides.settings?.(settings) ?? settings)))
+      const http = makeHttpServerLayer({ port: config.port, host: config.host }).pipe(
+        Layer.provide(overrides.requestLog ?? RequestLogSinkStdout),
+        Layer.provide(domain)
+      )
+      const startup = <E, R>(database: StartupInfo["database"], fixture: Effect.Effect<StartupInfo["fixture"], E, R>) =>
+        Layer.effect(
+          Startup,
+          Effect.gen(function*() {
+            const loaded = yield* fixture
+            const { address } = yield* HttpServer.HttpServer
+            yield* Deferred.succeed(listeningAt, baseUrlOf(address))
+            return { baseUrl: baseUrlOf(address), database, fixture: loaded }
+          })
+        ).pipe(Layer.provideMerge(http))
+      if (overrides.storage !== undefined) {
+        return startup("embedded", Effect.succeed(Option.none())).pipe(Layer.provide(overrides.storage))
+      }
+      const embedded = usesEmbeddedDatabase(config)
+      const storage = StorageFromConfig.pipe(Layer.provide(MediaBaseUrlFromConfig(Deferred.await(listeningAt))))
+      return startup(
+        embedded ? "embedded" : "postgresql",
+        embedded ? Effect.map(seedEmbeddedStore(config), Option.some) : Effect.succeed(Option.none())
+      ).pipe(Layer.provide(storage))
+    })
+  )
+
+/** The service `pnpm start` runs, configured from the environment. */
+export const ServiceLive = makeService()
 
 /** The newcomer's banner: the URL, the docs, a sandbox key and a ready curl line. */
 export const printBanner = (info: StartupInfo) =>
@@ -128,4 +180,3 @@ export const printBanner = (info: StartupInfo) =>
     }
     yield* Console.error(lines.join("\n"))
   })
-

@@ -8,102 +8,78 @@ import {
   PublicEncounterListResponse,
   TranscriptReadyEvent
 } from "@clinical-api/domain"
-import { HttpApi, HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
-import { errorResponseSchema, operationErrorStatuses } from "./error-responses.js"
-import { apiDescription, operationDocs } from "./descriptions.js"
+import { HttpApi, HttpApiEndpoint, HttpApiGroup, OpenApi } from "effect/http-api"
+import { operationDocs } from "./descriptions.js"
 import { finishOpenApiDocument } from "./openapi.js"
+import { refusalsOf } from "./refusals.js"
 
 /**
- * The five routes of contract section 4 as one `HttpApi`. Only what the wire shows is
- * declared here: paths, success bodies and the error bodies per status. There is no
- * `urlParams` struct (it would silently drop unknown keys) and no `HttpApiSecurity`
- * (its bearer decoder does not check the scheme): the handlers hand the raw query and the
- * raw `Authorization` header to the domain, which owns every rule.
+ * The five routes of contract section 4 as one `HttpApi`: the routing of the server, the
+ * decoding of path parameters, the OpenAPI document, the docs page and the typed client all
+ * come from it. Only what the wire shows is declared: paths, success bodies and the refusals
+ * per status. There is no query schema (it would drop unknown keys, which the domain refuses
+ * in order) and no `HttpApiSecurity` (the domain reads the raw `Authorization` header in the
+ * contract's order): the handlers hand both to the domain as they came.
  */
 
 /** Path parameters are opaque strings; on the wire each is one percent-encoded path segment. */
-const EncounterPath = Schema.Struct({
-  encounter_id: Schema.String.annotations({ description: "Opaque encounter id, percent-encoded as one path segment." })
-})
-const DocumentPath = Schema.Struct({
-  encounter_id: Schema.String.annotations({ description: "Opaque encounter id, percent-encoded as one path segment." }),
-  document_id: Schema.String.annotations({ description: "Opaque document id, percent-encoded as one path segment." })
-})
+const opaqueId = (what: string) =>
+  Schema.String.annotate({ description: `Opaque ${what} id, percent-encoded as one path segment.` })
 
-/** All the error bodies of one operation: one member per status, each annotated with its status. */
-const operationErrors = (operation: OperationId): Schema.Schema<PublicApiErrorResponse> => {
-  const members = operationErrorStatuses(operation).map(({ codes, status }) => errorResponseSchema(operation, status, codes))
-  const [first, ...rest] = members
-  if (first === undefined) throw new Error(`no error responses for ${operation}`)
-  return Schema.Union(first, ...rest)
-}
+const encounterParams = { encounter_id: opaqueId("encounter") }
+const documentParams = { encounter_id: opaqueId("encounter"), document_id: opaqueId("document") }
 
-const annotate = (operation: OperationId) => OpenApi.annotations({
-  identifier: operation,
-  summary: operationDocs[operation].summary,
-  description: operationDocs[operation].description
-})
+const documented = (operation: OperationId) =>
+  OpenApi.annotations({
+    identifier: operation,
+    summary: operationDocs[operation].summary,
+    description: operationDocs[operation].description
+  })
 
-export const listPublicEncounters = HttpApiEndpoint.get("listPublicEncounters", "/external/v1/encounters")
-  .addSuccess(PublicEncounterListResponse)
-  .addError(operationErrors("listPublicEncounters"))
-  .annotateContext(annotate("listPublicEncounters"))
+export const listPublicEncounters = HttpApiEndpoint.get("listPublicEncounters", "/external/v1/encounters", {
+  success: PublicEncounterListResponse,
+  error: refusalsOf("listPublicEncounters")
+}).annotateMerge(documented("listPublicEncounters"))
 
-export const getPublicEncounter = HttpApiEndpoint.get("getPublicEncounter", "/external/v1/encounters/:encounter_id")
-  .setPath(EncounterPath)
-  .addSuccess(PublicEncounterDetailResponse)
-  .addError(operationErrors("getPublicEncounter"))
-  .annotateContext(annotate("getPublicEncounter"))
+export const getPublicEncounter = HttpApiEndpoint.get("getPublicEncounter", "/external/v1/encounters/:encounter_id", {
+  params: encounterParams,
+  success: PublicEncounterDetailResponse,
+  error: refusalsOf("getPublicEncounter")
+}).annotateMerge(documented("getPublicEncounter"))
 
 export const getPublicDocument = HttpApiEndpoint.get(
   "getPublicDocument",
-  "/external/v1/encounters/:encounter_id/documents/:document_id"
-)
-  .setPath(DocumentPath)
-  .addSuccess(PublicDocumentDetailResponse)
-  .addError(operationErrors("getPublicDocument"))
-  .annotateContext(annotate("getPublicDocument"))
+  "/external/v1/encounters/:encounter_id/documents/:document_id",
+  { params: documentParams, success: PublicDocumentDetailResponse, error: refusalsOf("getPublicDocument") }
+).annotateMerge(documented("getPublicDocument"))
 
 export const getPublicDocumentTranscript = HttpApiEndpoint.get(
   "getPublicDocumentTranscript",
-  "/external/v1/encounters/:encounter_id/documents/:document_id/transcript"
-)
-  .setPath(DocumentPath)
-  .addSuccess(PublicDocumentTranscriptResponse)
-  .addError(operationErrors("getPublicDocumentTranscript"))
-  .annotateContext(annotate("getPublicDocumentTranscript"))
+  "/external/v1/encounters/:encounter_id/documents/:document_id/transcript",
+  { params: documentParams, success: PublicDocumentTranscriptResponse, error: refusalsOf("getPublicDocumentTranscript") }
+).annotateMerge(documented("getPublicDocumentTranscript"))
 
 export const getPublicDocumentAudio = HttpApiEndpoint.get(
   "getPublicDocumentAudio",
-  "/external/v1/encounters/:encounter_id/documents/:document_id/audio"
-)
-  .setPath(DocumentPath)
-  .addSuccess(PublicDocumentAudioResponse)
-  .addError(operationErrors("getPublicDocumentAudio"))
-  .annotateContext(annotate("getPublicDocumentAudio"))
+  "/external/v1/encounters/:encounter_id/documents/:document_id/audio",
+  { params: documentParams, success: PublicDocumentAudioResponse, error: refusalsOf("getPublicDocumentAudio") }
+).annotateMerge(documented("getPublicDocumentAudio"))
 
 export const PUBLIC_API_GROUP = "publicApi" as const
 
-export class PublicApiGroup extends HttpApiGroup.make(PUBLIC_API_GROUP)
-  .add(listPublicEncounters)
-  .add(getPublicEncounter)
-  .add(getPublicDocument)
-  .add(getPublicDocumentTranscript)
-  .add(getPublicDocumentAudio)
-  .annotateContext(OpenApi.annotations({
+export const PublicApiGroup = HttpApiGroup.make(PUBLIC_API_GROUP)
+  .add(listPublicEncounters, getPublicEncounter, getPublicDocument, getPublicDocumentTranscript, getPublicDocumentAudio)
+  .annotateMerge(OpenApi.annotations({
     title: "Encounters",
     description: "Read-only access to encounters, their documents, finalized transcripts and audio links."
   }))
-{}
 
-export class PublicHttpApi extends HttpApi.make("clinicalEncounterPublicApi")
+export const PublicHttpApi = HttpApi.make("clinicalEncounterPublicApi")
   .add(PublicApiGroup)
   .annotate(HttpApi.AdditionalSchemas, [PublicApiErrorResponse, TranscriptReadyEvent])
-  .annotateContext(OpenApi.annotations({
+  .annotateMerge(OpenApi.annotations({
     title: "Clinical Encounter Public API",
     version: "v1",
-    description: apiDescription,
     transform: finishOpenApiDocument
   }))
-{}

@@ -1,10 +1,11 @@
-import { type OperationId, requiredScopes } from "@clinical-api/domain"
+import { listQueryLimits, type OperationId, requiredScopes } from "@clinical-api/domain"
 
 /**
  * The prose of the OpenAPI document: the decisions the contract leaves open
- * (docs/behaviour.md) are promises, so they are written where partners read them.
+ * (docs/behaviour.md) are promises, so they are written where partners read them. The list
+ * query's bounds are the domain's, read when the document is made.
  */
-export const apiDescription = `Read-only REST API over clinical encounters, their documents, finalized transcripts and
+export const apiDescription = ({ limit, offset } = listQueryLimits): string => `Read-only REST API over clinical encounters, their documents, finalized transcripts and
 short-lived signed audio links. Every route is GET, requires an organization-scoped API key
 sent as \`Authorization: Bearer <API_KEY>\` and answers JSON (\`Content-Type: application/json\`).
 
@@ -26,7 +27,7 @@ sent as \`Authorization: Bearer <API_KEY>\` and answers JSON (\`Content-Type: ap
 
 ## Query values (list route)
 
-- \`limit\` (1..100, default 50) and \`offset\` (0..10000, default 0): canonical decimal text
+- \`limit\` (${limit.min}..${limit.max}, default ${limit.default}) and \`offset\` (${offset.min}..${offset.max}, default ${offset.default}): canonical decimal text
   only (no sign, no leading zero, no space, no exponent; empty is invalid).
 - \`sort_order\`: exactly \`asc\` or \`desc\` (default \`desc\`).
 - \`start_at\` (inclusive) and \`end_at\` (exclusive) bound \`created_at\`: RFC 3339 date-time

@@ -1,4 +1,13 @@
-import { WEBHOOK_API_VERSION, WebhookHeaders } from "@clinical-api/domain"
+import {
+  defaultListQuery,
+  type ListQueryKey,
+  listQueryKeys,
+  listQueryLimits,
+  SortOrder,
+  WEBHOOK_API_VERSION,
+  WebhookHeaders
+} from "@clinical-api/domain"
+import { apiDescription } from "./descriptions.js"
 
 /**
  * The one place the generated OpenAPI document is finished (installed as the `HttpApi`'s
@@ -24,45 +33,41 @@ export const BEARER_SCHEME = "bearerAuth"
 const PLATFORM_DECODE_ERROR_SCHEMAS = ["HttpApiDecodeError", "Issue", "PropertyKey"]
 const DECODE_ERROR_REF = "#/components/schemas/HttpApiDecodeError"
 
-const listQueryParameters = [
-  {
-    name: "limit",
-    in: "query",
-    required: false,
-    description: "Page size, 1..100, canonical decimal text. Invalid: 422 `invalid_limit`.",
-    schema: { type: "integer", minimum: 1, maximum: 100, default: 50 }
-  },
-  {
-    name: "offset",
-    in: "query",
-    required: false,
-    description: "Zero-based offset, 0..10000, canonical decimal text. Invalid: 422 `invalid_offset`.",
-    schema: { type: "integer", minimum: 0, maximum: 10000, default: 0 }
-  },
-  {
-    name: "sort_order",
-    in: "query",
-    required: false,
+/** What the document says of each list query key; the bounds and defaults are the domain's. */
+const listQueryParameterDocs: { readonly [K in ListQueryKey]: (limits: typeof listQueryLimits) => { readonly description: string; readonly schema: JsonObject } } = {
+  limit: ({ limit }) => ({
+    description: `Page size, ${limit.min}..${limit.max}, canonical decimal text. Invalid: 422 \`invalid_limit\`.`,
+    schema: { type: "integer", minimum: limit.min, maximum: limit.max, default: limit.default }
+  }),
+  offset: ({ offset }) => ({
+    description: `Zero-based offset, ${offset.min}..${offset.max}, canonical decimal text. Invalid: 422 \`invalid_offset\`.`,
+    schema: { type: "integer", minimum: offset.min, maximum: offset.max, default: offset.default }
+  }),
+  sort_order: () => ({
     description: "Direction of `created_at` (ties by `encounter_id`). Invalid: 422 `invalid_sort`.",
-    schema: { type: "string", enum: ["asc", "desc"], default: "desc" }
-  },
-  {
-    name: "start_at",
-    in: "query",
-    required: false,
+    schema: { type: "string", enum: [...SortOrder.literals], default: defaultListQuery.sortOrder }
+  }),
+  start_at: () => ({
     description:
       "Inclusive lower bound on `created_at`: RFC 3339 date-time with an explicit offset. Invalid: 422 `invalid_query` (field `start_at`); also when not earlier than `end_at`.",
     schema: { type: "string", format: "date-time" }
-  },
-  {
-    name: "end_at",
-    in: "query",
-    required: false,
+  }),
+  end_at: () => ({
     description:
       "Exclusive upper bound on `created_at`: RFC 3339 date-time with an explicit offset. Invalid: 422 `invalid_query` (field `end_at`).",
     schema: { type: "string", format: "date-time" }
-  }
-]
+  })
+}
+
+/**
+ * The list route's query parameters, read from the domain when the document is made. They are
+ * not an endpoint query schema: one would drop unknown keys, which the domain refuses in order.
+ */
+const listQueryParameters = () =>
+  listQueryKeys.map((name) => {
+    const { description, schema } = listQueryParameterDocs[name](listQueryLimits)
+    return { name, in: "query", required: false, description, schema }
+  })
 
 const webhookHeaderDocs: ReadonlyArray<readonly [string, string]> = [
   [WebhookHeaders.eventId, "Equals body `id`. The business idempotency key: deduplicate by it."],
@@ -152,6 +157,7 @@ const discriminateDocumentDetail = (schemas: JsonObject): void => {
 
 export const finishOpenApiDocument = (spec: Record<string, unknown>): Record<string, unknown> => {
   const document: JsonObject = structuredClone(spec)
+  objectAt(document.info, "info").description = apiDescription()
   const components = objectAt(document.components, "components")
   const schemas = objectAt(components.schemas, "components.schemas")
   for (const name of PLATFORM_DECODE_ERROR_SCHEMAS) delete schemas[name]
@@ -178,7 +184,7 @@ export const finishOpenApiDocument = (spec: Record<string, unknown>): Record<str
   for (const [path, item] of Object.entries(paths)) {
     const operation = objectAt(objectAt(item, path).get, `${path}.get`)
     operation.security = [{ [BEARER_SCHEME]: [] }]
-    if (operation.operationId === "listPublicEncounters") operation.parameters = listQueryParameters
+    if (operation.operationId === "listPublicEncounters") operation.parameters = listQueryParameters()
     finishErrorResponses(path, operation)
   }
 

@@ -1,55 +1,61 @@
-import { type DocumentPath, type EncounterPath, PublicApi, type PublicApiError, type PublicRequest } from "@clinical-api/domain"
-import { HttpApiBuilder } from "@effect/platform"
-import { Effect, FiberRef, Option } from "effect"
+import {
+  AccessPolicy,
+  type Caller,
+  type OperationId,
+  PublicApi,
+  type PublicApiError,
+  type PublicRequest,
+  RequestId
+} from "@clinical-api/domain"
+import { Effect } from "effect"
+import type { HttpServerRequest } from "effect/http"
+import { HttpApiBuilder } from "effect/http-api"
 import { PUBLIC_API_GROUP, PublicHttpApi } from "../api/definition.js"
-import { currentRoutedRequest, respondWithError, type RoutedRequest } from "./request-context.js"
-import type { PathParamName } from "./routing.js"
-
-const pathParam = (routed: RoutedRequest, name: PathParamName) => {
-  const value = routed.params[name]
-  return value === undefined ? Effect.dieMessage(`path parameter ${name} was not matched`) : Effect.succeed(value)
-}
-
-const encounterPath = (routed: RoutedRequest): Effect.Effect<EncounterPath> =>
-  Effect.map(pathParam(routed, "encounter_id"), (encounterId) => ({ encounterId }))
-
-const documentPath = (routed: RoutedRequest): Effect.Effect<DocumentPath> =>
-  Effect.zipWith(
-    pathParam(routed, "encounter_id"),
-    pathParam(routed, "document_id"),
-    (encounterId, documentId) => ({ encounterId, documentId })
-  )
+import { Exchange, noteRefusal, parseQuery } from "./exchange.js"
 
 /**
- * Runs one use case on the request as the HTTP app read it (raw Authorization header, raw
- * query pairs, exactly decoded path parameters) and answers a refusal with its exact body.
- */
-const serve = <P, A>(
-  readPath: (routed: RoutedRequest) => Effect.Effect<P>,
-  useCase: (request: PublicRequest, path: P) => Effect.Effect<A, PublicApiError>
-) =>
-  // eslint-disable-next-line no-restricted-syntax -- made once per handler, when the handlers are defined
-  Effect.gen(function*() {
-    const routed = yield* FiberRef.get(currentRoutedRequest)
-    if (Option.isNone(routed)) return yield* Effect.dieMessage("request served outside the public HTTP app")
-    const path = yield* readPath(routed.value)
-    return yield* useCase(routed.value.request, path).pipe(Effect.catchTag("PublicApiError", respondWithError))
-  })
-
-const noPath = () => Effect.void
-
-/**
- * The handlers of the five operations, as the HttpApi builder requires them to serve
- * `/openapi.json` and `/docs`. The server answers the five operations before the platform
- * router sees them (app.ts, `serveOperation`), so these are not on the serving path: they
- * read the request as that app routed it (`currentRoutedRequest`), and without it they die,
- * which any caller answers 503.
+ * The handlers of the five operations: the raw `Authorization` header to the access policy
+ * (authentication, route, approval, scopes, in the contract's order), then the caller, the
+ * request id and the raw query pairs to the use case with the path parameters the HttpApi
+ * decoded. A refusal is the domain's `PublicApiError`, which the HttpApi encodes with its
+ * status (api/refusals.ts); the exchange is told the caller's organization and the refusal
+ * for the log line.
  */
 export const PublicApiHandlersLive = HttpApiBuilder.group(PublicHttpApi, PUBLIC_API_GROUP, (handlers) =>
-  Effect.map(PublicApi, (api) =>
-    handlers
-      .handle("listPublicEncounters", () => serve(noPath, (request) => api.listPublicEncounters(request)))
-      .handle("getPublicEncounter", () => serve(encounterPath, api.getPublicEncounter))
-      .handle("getPublicDocument", () => serve(documentPath, api.getPublicDocument))
-      .handle("getPublicDocumentTranscript", () => serve(documentPath, api.getPublicDocumentTranscript))
-      .handle("getPublicDocumentAudio", () => serve(documentPath, api.getPublicDocumentAudio))))
+  Effect.gen(function*() {
+    const api = yield* PublicApi
+    const access = yield* AccessPolicy
+
+    const serve = <A>(
+      operationId: OperationId,
+      request: HttpServerRequest.HttpServerRequest,
+      useCase: (caller: Caller, request: PublicRequest) => Effect.Effect<A, PublicApiError>
+    ): Effect.Effect<A, PublicApiError, Exchange> =>
+      Effect.flatMap(Effect.service(Exchange), (exchange) =>
+        access.authorize(request.headers.authorization, operationId).pipe(
+          Effect.flatMap((caller) => {
+            exchange.organizationId = caller.organizationId
+            return useCase(caller, { requestId: RequestId.make(exchange.requestId), query: parseQuery(exchange.rawQuery) })
+          }),
+          Effect.tapError((error) => Effect.sync(() => noteRefusal(exchange, error)))
+        ))
+
+    return handlers
+      .handle("listPublicEncounters", ({ request }) =>
+        serve("listPublicEncounters", request, (caller, publicRequest) => api.listPublicEncounters(caller, publicRequest)))
+      .handle("getPublicEncounter", ({ params, request }) =>
+        serve("getPublicEncounter", request, (caller, publicRequest) =>
+          api.getPublicEncounter(caller, publicRequest, { encounterId: params.encounter_id })))
+      .handle("getPublicDocument", ({ params, request }) =>
+        serve("getPublicDocument", request, (caller, publicRequest) =>
+          api.getPublicDocument(caller, publicRequest, { encounterId: params.encounter_id, documentId: params.document_id })))
+      .handle("getPublicDocumentTranscript", ({ params, request }) =>
+        serve("getPublicDocumentTranscript", request, (caller, publicRequest) =>
+          api.getPublicDocumentTranscript(caller, publicRequest, {
+            encounterId: params.encounter_id,
+            documentId: params.document_id
+          })))
+      .handle("getPublicDocumentAudio", ({ params, request }) =>
+        serve("getPublicDocumentAudio", request, (caller, publicRequest) =>
+          api.getPublicDocumentAudio(caller, publicRequest, { encounterId: params.encounter_id, documentId: params.document_id })))
+  }))

@@ -1,8 +1,8 @@
 import { PublicApiError, type ReasonCode } from "@clinical-api/domain"
-import type { EmbeddedAudioObjects, StoredAudioObject } from "@clinical-api/storage-adapter"
-import { type HttpServerRequest, HttpServerResponse } from "@effect/platform"
-import { Cause, type Context, Effect } from "effect"
-import { errorResponse } from "./request-context.js"
+import { EmbeddedAudioObjects, type StoredAudioObject } from "@clinical-api/storage-adapter"
+import { Cause, Effect, Layer, Option } from "effect"
+import { HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
+import { Exchange, refuseOtherMethods, refusalResponse } from "./exchange.js"
 
 /**
  * The embedded storage's media route, `GET|HEAD /media/{token}`, outside the contract: the
@@ -18,20 +18,11 @@ import { errorResponse } from "./request-context.js"
  *   A multi-range request, a syntactically invalid `Range` (or another unit) and any request
  *   with `If-Range` (the media has no validators to match) are answered 200 with the whole
  *   object, as RFC 9110 section 14.2 allows.
- * - `Cache-Control: no-store` (set by the app on every response): recordings are clinical
+ * - `Cache-Control: no-store` (set by the exchange on every response): recordings are clinical
  *   data, and the URL is short-lived.
- * - The app logs the route template `/media/{token}` only, never the path.
+ * - The log line has the route template `/media/{token}` only, never the path.
  */
-export const MEDIA_ROUTE_TEMPLATE = "/media/{token}"
-
-const MEDIA_PREFIX = "/media/"
-
-/** The raw token of a `/media/{token}` path (exactly one non-empty segment), if the path is one. */
-export const matchMediaPath = (pathname: string): string | undefined => {
-  if (!pathname.startsWith(MEDIA_PREFIX)) return undefined
-  const token = pathname.slice(MEDIA_PREFIX.length)
-  return token === "" || token.includes("/") ? undefined : token
-}
+export const MEDIA_ROUTE_PATH = "/media/:token"
 
 export type ByteRangeDecision =
   | { readonly _tag: "Full" }
@@ -76,7 +67,7 @@ export interface MediaOutcome {
 }
 
 const refusal = (reasonCode: ReasonCode, detail: string): MediaOutcome => ({
-  response: errorResponse(new PublicApiError({ reasonCode, field: null, detail })),
+  response: refusalResponse(new PublicApiError({ reasonCode, field: null, detail })),
   reasonCode,
   detail
 })
@@ -132,7 +123,7 @@ const objectResponse = (
  * a refused token is 404 `route_not_found`, an unreachable store 503 `audio_storage_unavailable`.
  */
 export const serveMedia = (
-  objects: Context.Tag.Service<EmbeddedAudioObjects>,
+  objects: EmbeddedAudioObjects["Service"],
   request: HttpServerRequest.HttpServerRequest,
   token: string
 ): Effect.Effect<MediaOutcome> =>
@@ -143,10 +134,37 @@ export const serveMedia = (
       AudioStorageUnavailable: (cause) =>
         Effect.succeed(refusal("audio_storage_unavailable", `audio storage unavailable during ${cause.operation}`))
     }),
-    Effect.catchAllCause((cause) => {
+    Effect.catchCause((cause) => {
       const squashed = Cause.squash(cause)
       const kind = squashed instanceof Error ? squashed.name : typeof squashed
       return Effect.succeed(refusal("audio_storage_unavailable", `unexpected media failure: ${kind}`))
-    }),
-    Effect.withSpan("http.media")
+    })
   )
+
+/**
+ * `GET|HEAD /media/{token}` on the platform router when the storage keeps the recordings
+ * itself (`EmbeddedAudioObjects` in the context); otherwise that path is 404 like any other.
+ */
+export const MediaRoutes = Layer.unwrap(
+  Effect.map(Effect.serviceOption(EmbeddedAudioObjects), (media) =>
+    Option.match(media, {
+      onNone: () => Layer.empty,
+      onSome: (objects) =>
+        Layer.mergeAll(
+          HttpRouter.add(
+            "GET",
+            MEDIA_ROUTE_PATH,
+            Effect.gen(function*() {
+              const request = yield* HttpServerRequest.HttpServerRequest
+              const { params } = yield* HttpRouter.RouteContext
+              const exchange = yield* Exchange
+              const outcome = yield* serveMedia(objects, request, params["token"] ?? "")
+              exchange.reasonCode = outcome.reasonCode
+              exchange.detail = outcome.detail
+              return outcome.response
+            })
+          ),
+          refuseOtherMethods([MEDIA_ROUTE_PATH])
+        )
+    }))
+)

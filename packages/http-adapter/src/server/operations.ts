@@ -1,7 +1,7 @@
 import { readdirSync } from "node:fs"
-import { migrationChecksum, migrations as releasedMigrations, type PgClientService } from "@clinical-api/storage-adapter"
-import { HttpServerResponse } from "@effect/platform"
-import { Duration, Effect, Option } from "effect"
+import { migrationChecksum, PgClient, migrations as releasedMigrations, type PgClientService } from "@clinical-api/storage-adapter"
+import { Context, Duration, Effect, Layer, Option } from "effect"
+import { HttpRouter, HttpServerResponse } from "effect/http"
 
 /**
  * The operations endpoints, outside the contract and served without an API key on the same
@@ -12,10 +12,7 @@ import { Duration, Effect, Option } from "effect"
  */
 export type OperationsPath = "/healthz" | "/readyz" | "/metrics"
 
-const operationsPaths: ReadonlySet<string> = new Set<OperationsPath>(["/healthz", "/readyz", "/metrics"])
-
-export const matchOperationsPath = (pathname: string): OperationsPath | undefined =>
-  operationsPaths.has(pathname) ? (pathname as OperationsPath) : undefined
+export const operationsPaths: ReadonlyArray<OperationsPath> = ["/healthz", "/readyz", "/metrics"]
 
 /** Upper bounds (seconds) of the request-duration histogram. */
 export const DURATION_BUCKETS: ReadonlyArray<number> = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
@@ -60,7 +57,14 @@ export const makeRequestMetrics = () => {
       })
   }
 }
-export type RequestMetrics = ReturnType<typeof makeRequestMetrics>
+export type RequestMetricsService = ReturnType<typeof makeRequestMetrics>
+
+/** The counters of one server, kept by the exchange and shown by `/metrics`. */
+export class RequestMetrics extends Context.Service<RequestMetrics, RequestMetricsService>()(
+  "@clinical-api/http-adapter/RequestMetrics"
+) {}
+
+export const RequestMetricsLive: Layer.Layer<RequestMetrics> = Layer.sync(RequestMetrics, makeRequestMetrics)
 
 export type ReadinessReport =
   | { readonly status: "ready"; readonly database: "reachable" | "none"; readonly migrations: "current" | "none" }
@@ -77,7 +81,7 @@ export const checkReadiness = (client: Option.Option<PgClientService>): Effect.E
     onSome: (pg) =>
       pg.run("readiness.migrations", (sql) => sql<Array<{ version: number; checksum: string }>>`
         SELECT version, checksum FROM schema_migrations`).pipe(
-        Effect.timeoutFail({ duration: PROBE_TIMEOUT, onTimeout: () => "timeout" as const }),
+        Effect.timeoutOrElse({ duration: PROBE_TIMEOUT, orElse: () => Effect.fail("timeout" as const) }),
         Effect.map((rows): ReadinessReport => {
           const applied = new Map(rows.map((row) => [row.version, row.checksum]))
           const known = new Map(releasedMigrations.map((migration) => [migration.version, migrationChecksum(migration)]))
@@ -92,7 +96,7 @@ export const checkReadiness = (client: Option.Option<PgClientService>): Effect.E
           }
           return { status: "ready", database: "reachable", migrations: "current" }
         }),
-        Effect.catchAll(() => Effect.succeed<ReadinessReport>({ status: "not_ready", database: "unreachable", migrations: "unknown" }))
+        Effect.catch(() => Effect.succeed<ReadinessReport>({ status: "not_ready", database: "unreachable", migrations: "unknown" }))
       )
   })
 
@@ -110,7 +114,7 @@ const readDatabaseGauges = (pg: PgClientService): Effect.Effect<Option.Option<Da
     pg.run("metrics.webhook_deliveries", (sql) => sql<Array<{ state: string; count: number }>>`
       SELECT state, count(*)::int AS count FROM webhook_deliveries GROUP BY state`)
   ]).pipe(
-    Effect.timeoutFail({ duration: PROBE_TIMEOUT, onTimeout: () => "timeout" as const }),
+    Effect.timeoutOrElse({ duration: PROBE_TIMEOUT, orElse: () => Effect.fail("timeout" as const) }),
     Effect.map(([connections, deliveries]) =>
       Option.some({
         poolMax: pg.maxConnections,
@@ -118,7 +122,7 @@ const readDatabaseGauges = (pg: PgClientService): Effect.Effect<Option.Option<Da
         deliveriesByState: new Map(deliveries.map((row) => [row.state, row.count]))
       })
     ),
-    Effect.catchAll(() => Effect.succeed(Option.none<DatabaseGauges>()))
+    Effect.catch(() => Effect.succeed(Option.none<DatabaseGauges>()))
   )
 
 const escapeLabel = (value: string) => value.replaceAll("\\", "\\\\").replaceAll("\"", "\\\"").replaceAll("\n", "\\n")
@@ -132,8 +136,8 @@ const openFileDescriptors = (): number | undefined => {
 }
 
 /** The Prometheus text exposition (format 0.0.4) of the metrics and the gauges read now. */
-export const renderMetrics: (metrics: RequestMetrics, database: Option.Option<PgClientService>) => Effect.Effect<string> =
-  Effect.fnUntraced(function*(metrics: RequestMetrics, database: Option.Option<PgClientService>) {
+export const renderMetrics: (metrics: RequestMetricsService, database: Option.Option<PgClientService>) => Effect.Effect<string> =
+  Effect.fnUntraced(function*(metrics: RequestMetricsService, database: Option.Option<PgClientService>) {
     const gauges = yield* Option.match(database, {
       onNone: () => Effect.succeed(Option.none<DatabaseGauges>()),
       onSome: readDatabaseGauges
@@ -195,17 +199,31 @@ export const renderMetrics: (metrics: RequestMetrics, database: Option.Option<Pg
 /** The answer of one operations endpoint (GET or HEAD). */
 export const serveOperations = (
   path: OperationsPath,
-  metrics: RequestMetrics,
+  metrics: RequestMetricsService,
   database: Option.Option<PgClientService>
 ): Effect.Effect<HttpServerResponse.HttpServerResponse> => {
   switch (path) {
     case "/healthz":
-      return Effect.succeed(HttpServerResponse.unsafeJson({ status: "ok" }))
+      return Effect.succeed(HttpServerResponse.jsonUnsafe({ status: "ok" }))
     case "/readyz":
       return Effect.map(checkReadiness(database), (report) =>
-        HttpServerResponse.unsafeJson(report, { status: report.status === "ready" ? 200 : 503 }))
+        HttpServerResponse.jsonUnsafe(report, { status: report.status === "ready" ? 200 : 503 }))
     case "/metrics":
       return Effect.map(renderMetrics(metrics, database), (text) =>
         HttpServerResponse.text(text, { contentType: "text/plain; version=0.0.4; charset=utf-8" }))
   }
 }
+
+/**
+ * The operations endpoints on the platform router. They probe the database when the service
+ * runs over one (`PgClient` in the context).
+ */
+export const OperationsRoutes: Layer.Layer<never, never, HttpRouter.HttpRouter | RequestMetrics> = HttpRouter.use((router) =>
+  Effect.gen(function*() {
+    const metrics = yield* RequestMetrics
+    const database = yield* Effect.serviceOption(PgClient)
+    for (const path of operationsPaths) {
+      yield* router.add("GET", path, serveOperations(path, metrics, database))
+    }
+  })
+)

@@ -1,8 +1,8 @@
 import { Context, Effect, Layer } from "effect"
 
 /**
- * Where the one structured line per request goes. The line is built by the HTTP app
- * (see app.ts) from an allow-list of fields, so nothing else (no header, token, path id,
+ * Where the one structured line per request goes. The line is built by the exchange
+ * (see exchange.ts) from an allow-list of fields, so nothing else (no header, token, path id,
  * signed URL or body) can reach the sink.
  */
 export interface RequestLogEntry {
@@ -22,20 +22,17 @@ export interface RequestLogEntry {
   readonly detail: string | null
 }
 
-export class RequestLogSink extends Context.Tag("@clinical-api/http-adapter/RequestLogSink")<
-  RequestLogSink,
-  {
-    /** Takes one line, at once and without failing: it is called on every request's path, outside any fiber. */
-    readonly write: (line: string) => void
-  }
->() {}
+export class RequestLogSink extends Context.Service<RequestLogSink, {
+  /** Takes one line, at once and without failing: it is called on every request's path. */
+  readonly write: (line: string) => void
+}>()("@clinical-api/http-adapter/RequestLogSink") {}
 
 /**
  * One JSON line per request on standard output. Lines written in one turn of the event loop
  * leave in one write (a write to a file or pipe is a synchronous system call), at the latest
  * when the loop turns; the layer's release writes what is left.
  */
-export const RequestLogSinkStdout: Layer.Layer<RequestLogSink> = Layer.scoped(
+export const RequestLogSinkStdout: Layer.Layer<RequestLogSink> = Layer.effect(
   RequestLogSink,
   Effect.gen(function*() {
     let pending = ""

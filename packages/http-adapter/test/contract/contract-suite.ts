@@ -1,8 +1,8 @@
-import { categoryOf, type OperationId, type ReasonCode, statusOf } from "@clinical-api/domain"
-import { FetchHttpClient } from "@effect/platform"
-import { Effect, Either } from "effect"
+import { categoryOf, type OperationId, operationReasonCodes, type ReasonCode, statusOf } from "@clinical-api/domain"
+import { Effect, Result } from "effect"
+import { FetchHttpClient } from "effect/http"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { makePublicApiClient, operationReasonCodes, type PublicApiClient } from "../../src/index.js"
+import { makePublicApiClient, type PublicApiClient } from "../../src/index.js"
 import {
   allTokens,
   contractFixture,
@@ -730,7 +730,7 @@ export const defineContractSuite = (harness: ContractHarness): void => {
       const withClient = <A, E>(token: string, use: (client: PublicApiClient) => Effect.Effect<A, E>) =>
         Effect.runPromise(
           Effect.flatMap(makePublicApiClient({ baseUrl: server.baseUrl, apiKey: token }), use).pipe(
-            Effect.either,
+            Effect.result,
             Effect.provide(FetchHttpClient.layer)
           )
         )
@@ -744,8 +744,8 @@ export const defineContractSuite = (harness: ContractHarness): void => {
             transcript: client.getPublicDocumentTranscript("enc_a1", "doc_a1_tr"),
             audio: client.getPublicDocumentAudio("enc_a1", "doc_a1_tr")
           }))
-        if (Either.isLeft(result)) throw new Error(`client failed: ${JSON.stringify(result.left)}`)
-        const { audio, document, encounter, page, transcript } = result.right
+        if (Result.isFailure(result)) throw new Error(`client failed: ${JSON.stringify(result.failure)}`)
+        const { audio, document, encounter, page, transcript } = result.success
         expect(page.items.map((item) => item.encounter_id)).toEqual(["enc_a1", "enc_a2"])
         expect(page.items[0]?.created_at).toEqual(new Date("2026-05-01T09:00:00.000Z"))
         expect(encounter.encounter.encounter_id).toBe(ODD_ENCOUNTER_ID)
@@ -776,9 +776,9 @@ export const defineContractSuite = (harness: ContractHarness): void => {
       for (const refusal of refusals) {
         it(`fails with a typed PublicApiClientError: ${refusal.name}`, async () => {
           const result = await withClient(refusal.token, refusal.call)
-          expect(Either.isLeft(result)).toBe(true)
-          if (Either.isLeft(result)) {
-            expect(result.left).toMatchObject({
+          expect(Result.isFailure(result)).toBe(true)
+          if (Result.isFailure(result)) {
+            expect(result.failure).toMatchObject({
               _tag: "PublicApiClientError",
               status: statusOf(refusal.reason),
               reason_code: refusal.reason,

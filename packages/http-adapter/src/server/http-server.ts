@@ -1,0 +1,102 @@
+import { createServer } from "node:http"
+import { NodeHttpServer } from "@effect/platform-node"
+import { Effect, Layer } from "effect"
+import { HttpRouter, type HttpServer } from "effect/http"
+import { HttpApiBuilder, HttpApiScalar } from "effect/http-api"
+import { PublicHttpApi } from "../api/definition.js"
+import { apiRoutePaths, ExchangeLive, NoteRoute, refuseOtherMethods, routerConfig } from "./exchange.js"
+import { PublicApiHandlersLive } from "./handlers.js"
+import { MediaRoutes } from "./media.js"
+import { OperationsRoutes, operationsPaths, RequestMetricsLive } from "./operations.js"
+import { answerClientError } from "./transport-errors.js"
+
+const OPENAPI_PATH = "/openapi.json"
+const DOCS_PATH = "/docs"
+
+const ScalarConfig = { withDefaultFonts: false, hideTestRequestButton: true, defaultOpenAllTags: true } as const
+
+/**
+ * Every route of the service on the one platform router: the HttpApi's five operations and
+ * `/openapi.json`, the docs page, the operations endpoints, the embedded media, the 405s of
+ * each path, and the exchange around them all (exchange.ts).
+ */
+export const RoutesLive = Layer.mergeAll(
+  HttpApiBuilder.layer(PublicHttpApi, { openapiPath: OPENAPI_PATH }).pipe(Layer.provide(PublicApiHandlersLive)),
+  HttpApiScalar.layer(PublicHttpApi, { path: DOCS_PATH, scalar: ScalarConfig }),
+  OperationsRoutes,
+  MediaRoutes,
+  refuseOtherMethods([...apiRoutePaths, OPENAPI_PATH, DOCS_PATH, ...operationsPaths])
+).pipe(
+  Layer.provide(NoteRoute.layer),
+  Layer.provide(ExchangeLive)
+)
+
+/**
+ * Request line plus headers, in bytes (Node's default, stated so it is a decision): a larger
+ * request is answered 431 by `answerClientError` before it reaches the router.
+ */
+export const MAX_HEADER_BYTES = 16 * 1024
+
+export interface HttpServerOptions {
+  readonly port: number
+  readonly host?: string | undefined
+  /** How long a shutdown waits for requests in flight before it closes their connections (default 10 s). */
+  readonly shutdownGraceMs?: number | undefined
+}
+
+/**
+ * The service's routes served on Node with a graceful shutdown. When the layer's scope closes
+ * the server keeps serving, answering with `Connection: close`, until no request is in flight
+ * and none has arrived for a short quiet period: a request whose bytes are still unread in a
+ * socket buffer (a busy event loop) counts as idle to Node and would otherwise be cut off.
+ * Then it stops listening and closes the connections (all of them once the grace period is
+ * over). Only then is the handler detached and the layers below (the store) released.
+ */
+export const makeHttpServerLayer = (options: HttpServerOptions) =>
+  Layer.unwrap(Effect.sync(() => {
+    const server = createServer({ maxHeaderSize: MAX_HEADER_BYTES })
+    server.on("clientError", answerClientError)
+    const graceMs = options.shutdownGraceMs ?? 10_000
+    const quietMs = Math.min(250, graceMs)
+    // Built after `serve`, so released before it: the drain runs while the handler is attached.
+    const drainOnShutdown = Layer.effectDiscard(Effect.gen(function*() {
+      let inFlight = 0
+      let lastArrival = 0
+      let draining = false
+      server.prependListener("request", (_request, response) => {
+        inFlight++
+        lastArrival = Date.now()
+        if (draining && !response.headersSent) response.setHeader("connection", "close")
+        response.once("close", () => inFlight--)
+      })
+      yield* Effect.addFinalizer(() =>
+        Effect.callback<void>((resume) => {
+          draining = true
+          const started = Date.now()
+          lastArrival = Math.max(lastArrival, started)
+          const poll = setInterval(() => {
+            const now = Date.now()
+            const settled = inFlight === 0 && now - lastArrival >= quietMs
+            if (!settled && now - started < graceMs) return
+            clearInterval(poll)
+            server.close(() => resume(Effect.void))
+            server.closeAllConnections()
+          }, 10)
+        })
+      )
+    }))
+    const serve = HttpRouter.serve(RoutesLive, { routerConfig, disableLogger: true, disableListenLog: true })
+    return drainOnShutdown.pipe(
+      Layer.provide(serve),
+      Layer.provide(RequestMetricsLive),
+      Layer.provideMerge(NodeHttpServer.layerServer(() => server, {
+        port: options.port,
+        ...(options.host === undefined ? {} : { host: options.host }),
+        disablePreemptiveShutdown: true
+      })),
+      Layer.provide(NodeHttpServer.layerHttpServices)
+    )
+  }))
+
+export type HttpServerLayer = ReturnType<typeof makeHttpServerLayer>
+export type { HttpServer }
