@@ -86,22 +86,22 @@ export class ClinicalApiClient {
   }
 
   /** `GET /external/v1/encounters`: one page, `total` counted when the query ran. */
-  listEncounters(query: ListEncountersQuery = {}, options: RequestOptions = {}): Promise<EncounterListResponse> {
+  async listEncounters(query: ListEncountersQuery = {}, options: RequestOptions = {}): Promise<EncounterListResponse> {
     return this.#get(`${API_PREFIX}/encounters${listQueryString(query)}`, options)
   }
 
   /** `GET /external/v1/encounters/{encounter_id}` */
-  getEncounter(encounterId: string, options: RequestOptions = {}): Promise<EncounterDetailResponse> {
+  async getEncounter(encounterId: string, options: RequestOptions = {}): Promise<EncounterDetailResponse> {
     return this.#get(`${API_PREFIX}/encounters/${segment("encounterId", encounterId)}`, options)
   }
 
   /** `GET /external/v1/encounters/{encounter_id}/documents/{document_id}` */
-  getDocument(encounterId: string, documentId: string, options: RequestOptions = {}): Promise<DocumentDetailResponse> {
+  async getDocument(encounterId: string, documentId: string, options: RequestOptions = {}): Promise<DocumentDetailResponse> {
     return this.#get(this.#documentPath(encounterId, documentId), options)
   }
 
   /** `GET .../documents/{document_id}/transcript`: the finalized transcript, turns in order. */
-  getTranscript(
+  async getTranscript(
     encounterId: string,
     documentId: string,
     options: RequestOptions = {}
@@ -113,7 +113,7 @@ export class ClinicalApiClient {
    * `GET .../documents/{document_id}/audio`: a signed URL of the recording, valid until
    * `expires_at`. Use it at once; do not store or log it.
    */
-  getAudioUrl(encounterId: string, documentId: string, options: RequestOptions = {}): Promise<DocumentAudioResponse> {
+  async getAudioUrl(encounterId: string, documentId: string, options: RequestOptions = {}): Promise<DocumentAudioResponse> {
     return this.#get(`${this.#documentPath(encounterId, documentId)}/audio`, options)
   }
 

@@ -65,19 +65,25 @@ const instant = (name: string, value: Date | string): Date => {
 }
 
 const checkpointOf = (createdAt: string, encounterIds: Iterable<string>): SyncCheckpoint =>
-  Object.freeze({ createdAt, encounterIds: Object.freeze([...encounterIds]) })
+  Object.freeze({ createdAt: new Date(createdAt).toISOString(), encounterIds: Object.freeze([...encounterIds]) })
 
 /**
  * Every encounter created from `since` (or after `checkpoint`) up to `settleSeconds` before
- * the clock at the call, oldest first (ties as the service orders them), each exactly once.
+ * the clock at the call, oldest first, each exactly once.
  *
- * Each request is a `created_at` window opening at the last instant yielded (`start_at`, with
- * `end_at` the fixed upper bound and ascending order), so offsets stay at the number of
- * encounters sharing that one instant, far below the 10,000 cap however many encounters there
- * are, and encounters created meanwhile shift nothing: one created behind the position read
- * is neither repeated nor the cause of a skip, one created ahead of it (before the bound) is
- * yielded in its place. Encounters sharing the last instant are told apart by the checkpoint's
- * ids.
+ * Each request is a `created_at` window in ascending order, opening where the last one
+ * stopped (`start_at`) and closing at the fixed bound (`end_at`), always at offset 0: a sync
+ * reads any number of encounters, and encounters created meanwhile shift nothing. A full page
+ * ends at an instant that may hold more encounters than the page showed, so its encounters at
+ * that last instant are left to the next window, which opens there. Only where one instant
+ * holds a whole page or more, and on resuming from a checkpoint, is that instant read alone
+ * (`[t, t + 1 ms)`, by offsets) with the checkpoint's ids telling apart those already yielded.
+ *
+ * Encounters are yielded in the service's order (`created_at`, then `encounter_id`).
+ * An encounter created during the sync at an instant after every one the sync has read so far
+ * is yielded in its place; one created at an instant it has already read (a `created_at` more
+ * than `settleSeconds` in the past, which the settle time exists to rule out) may be missed,
+ * but causes no repeat and no skip of any other.
  *
  * Stop at any point and call again with the last checkpoint handled: the sync resumes just
  * after it. When it ends, call again later with the last checkpoint to read what came since.
@@ -90,45 +96,72 @@ export async function* syncEncounters(list: ListPage, options: SyncOptions): Asy
     throw new RangeError(`pageSize must be an integer from 1 to ${MAX_LIMIT}`)
   }
   const now = options.now ?? (() => new Date())
-  const end = new Date(now().getTime() - settleSeconds * 1000)
-  const endAt = end.toISOString()
-
-  let startAt: string
-  let seenAtStart: Set<string>
-  if (options.checkpoint != null) {
-    startAt = instant("checkpoint.createdAt", options.checkpoint.createdAt).toISOString()
-    seenAtStart = new Set(options.checkpoint.encounterIds)
-  } else {
-    startAt = instant("since", options.since).toISOString()
-    seenAtStart = new Set()
+  const endMs = Math.floor(now().getTime() - settleSeconds * 1000)
+  const endAt = new Date(endMs).toISOString()
+  const read = async (startMs: number, windowEndAt: string, offset: number) => {
+    const page = await list({
+      sort_order: "asc",
+      start_at: new Date(startMs).toISOString(),
+      end_at: windowEndAt,
+      limit: pageSize,
+      offset
+    })
+    options.signal?.throwIfAborted()
+    return page.items
   }
 
-  while (new Date(startAt).getTime() < end.getTime()) {
-    // The encounters of the opening instant that were yielded come first in the window, unless
-    // one was created behind them meanwhile; the id check below drops any that come again.
-    const offset = seenAtStart.size
-    if (offset > MAX_OFFSET) {
-      throw new RangeError(`More than ${MAX_OFFSET} encounters share created_at ${startAt}: the list cannot page past them`)
-    }
-    const page = await list({ sort_order: "asc", start_at: startAt, end_at: endAt, limit: pageSize, offset })
-    options.signal?.throwIfAborted()
-    let yielded = 0
-    for (const encounter of page.items) {
-      const createdAt = new Date(encounter.created_at).toISOString()
-      if (createdAt === startAt) {
-        if (seenAtStart.has(encounter.encounter_id)) continue
-        seenAtStart.add(encounter.encounter_id)
-      } else {
-        startAt = createdAt
-        seenAtStart = new Set([encounter.encounter_id])
+  /** The encounters of one instant not in `seen`, in order, each with its checkpoint. */
+  async function* instantAlone(instantMs: number, seen: Set<string>): AsyncGenerator<SyncItem> {
+    const createdAt = new Date(instantMs).toISOString()
+    const windowEndAt = new Date(instantMs + 1).toISOString()
+    // Encounters created meanwhile can only push others to later offsets: read again, never skipped.
+    for (let offset = 0;; offset += pageSize) {
+      if (offset > MAX_OFFSET) {
+        throw new RangeError(`More than ${MAX_OFFSET} encounters share created_at ${createdAt}: the list cannot page past them`)
       }
-      yielded += 1
-      yield { encounter, checkpoint: checkpointOf(startAt, seenAtStart) }
+      const items = await read(instantMs, windowEndAt, offset)
+      for (const encounter of items) {
+        if (seen.has(encounter.encounter_id)) continue
+        seen.add(encounter.encounter_id)
+        yield { encounter, checkpoint: checkpointOf(createdAt, seen) }
+      }
+      if (items.length < pageSize) return
     }
-    if (page.items.length < pageSize) return
-    if (yielded === 0) {
-      // Only possible when a full page of encounters was created at the opening instant behind those yielded.
-      throw new Error(`The sync cannot move past created_at ${startAt}: a whole page there was already yielded`)
+  }
+
+  let startMs: number
+  if (options.checkpoint != null) {
+    const checkpointMs = instant("checkpoint.createdAt", options.checkpoint.createdAt).getTime()
+    if (checkpointMs < endMs) yield* instantAlone(checkpointMs, new Set(options.checkpoint.encounterIds))
+    startMs = checkpointMs + 1
+  } else {
+    startMs = instant("since", options.since).getTime()
+  }
+
+  while (startMs < endMs) {
+    const items = await read(startMs, endAt, 0)
+    const full = items.length === pageSize
+    const lastMs = full ? Date.parse(items[items.length - 1]?.created_at ?? "") : Infinity
+    if (Number.isNaN(lastMs)) throw new TypeError("The list answered an encounter without a valid created_at")
+    let seen = new Set<string>()
+    let seenMs = Number.NaN
+    for (const encounter of items) {
+      const createdMs = Date.parse(encounter.created_at)
+      if (createdMs >= lastMs) break
+      if (createdMs !== seenMs) {
+        seen = new Set()
+        seenMs = createdMs
+      }
+      seen.add(encounter.encounter_id)
+      yield { encounter, checkpoint: checkpointOf(encounter.created_at, seen) }
+    }
+    if (!full) return
+    if (Date.parse(items[0]?.created_at ?? "") === lastMs) {
+      // The whole page is one instant: read it alone, then go on after it.
+      yield* instantAlone(lastMs, new Set())
+      startMs = lastMs + 1
+    } else {
+      startMs = lastMs
     }
   }
 }
