@@ -16,8 +16,8 @@ const cliEntry = fileURLToPath(new URL("../src/cli/main.ts", import.meta.url))
 export const sandboxFixtureFile = fileURLToPath(new URL("../../storage-adapter/fixtures/sandbox.fixture.json", import.meta.url))
 
 /**
- * The Node flags of the `start` script's service command (its heap limit and GC settings), so
- * that every service started here (tests, soak, bench) runs as `pnpm start` runs it.
+ * The Node flags of the `start` script's service command (none: it runs plain `node`), so that
+ * every service started here (tests, soak, bench) runs as `pnpm start` runs it.
  */
 export const startScriptNodeFlags = (): ReadonlyArray<string> => {
   const manifest = JSON.parse(readFileSync(`${repositoryRoot}package.json`, "utf8")) as { scripts: Record<string, string> }
@@ -48,10 +48,10 @@ export interface FreshDatabase {
 /** A new empty database on the server `adminUrl` names; `drop` removes it (connections forced out). */
 export const createFreshDatabase = async (adminUrl: string): Promise<FreshDatabase> => {
   const scope = Effect.runSync(Scope.make())
-  const database = await Effect.runPromise(Scope.extend(serverDatabases(adminUrl).fresh, scope))
-  const admin = await Effect.runPromise(Scope.extend(makePgClient({ url: adminUrl, maxConnections: 1 }), scope))
+  const database = await Effect.runPromise(Scope.provide(serverDatabases(adminUrl).fresh, scope))
+  const admin = await Effect.runPromise(Scope.provide(makePgClient({ url: adminUrl, maxConnections: 1 }), scope))
   const name = new URL(database.url).pathname.slice(1)
-  let own: Promise<Effect.Effect.Success<ReturnType<typeof makePgClient>>> | undefined
+  let own: Promise<Effect.Success<ReturnType<typeof makePgClient>>> | undefined
   return {
     url: database.url,
     name,
@@ -60,7 +60,7 @@ export const createFreshDatabase = async (adminUrl: string): Promise<FreshDataba
         SELECT count(*)::int AS count FROM pg_stat_activity WHERE datname = ${name} AND pid <> pg_backend_pid()`))
         .then((rows) => rows[0]?.count ?? 0),
     query: async (statement) => {
-      own ??= Effect.runPromise(Scope.extend(makePgClient({ url: database.url, maxConnections: 1 }), scope))
+      own ??= Effect.runPromise(Scope.provide(makePgClient({ url: database.url, maxConnections: 1 }), scope))
       const client = await own
       return Effect.runPromise(client.run("test.query", statement))
     },

@@ -110,7 +110,8 @@ export interface ServiceOverrides {
  * The whole service from configuration (the `ConfigProvider` in the context): storage
  * (migrated at start, seeded in embedded mode), the access cache and policy, the domain's
  * use cases and the HTTP server. Building it starts serving; releasing it drains requests in
- * flight, then closes the pool (and the embedded database).
+ * flight, then closes the pool (and the embedded database). The configured storage's services
+ * are in the built context too (the operator's tools and the tests reach the same pool).
  */
 export const makeService = (overrides: ServiceOverrides = {}): Layer.Layer<Startup | HttpServer.HttpServer, unknown> =>
   Layer.unwrap(
@@ -155,7 +156,7 @@ export const makeService = (overrides: ServiceOverrides = {}): Layer.Layer<Start
       return startup(
         embedded ? "embedded" : "postgresql",
         embedded ? Effect.map(seedEmbeddedStore(config), Option.some) : Effect.succeed(Option.none())
-      ).pipe(Layer.provide(storage))
+      ).pipe(Layer.provideMerge(storage))
     })
   )
 

@@ -1,22 +1,32 @@
 import { AudioStorageUnavailable } from "@clinical-api/domain"
 import { EmbeddedAudioObjects, MediaRefused } from "@clinical-api/storage-adapter"
 import { describe, expect, it } from "@effect/vitest"
-import { HttpServerRequest } from "@effect/platform"
 import { Effect, Option } from "effect"
-import { decideByteRange, matchMediaPath, serveMedia } from "../src/server/media.js"
+import { FindMyWay, HttpServerRequest } from "effect/http"
+import { canonicalTarget, routerConfig } from "../src/server/exchange.js"
+import { decideByteRange, MEDIA_ROUTE_PATH, serveMedia } from "../src/server/media.js"
 
 const TOKEN = "cmVjX2FiYw.1900000000.c2lnbmF0dXJlc2lnbmF0dXJlc2lnbmF0dXJlc2lnbmF0dQ"
 
-const objectsThat = (readSigned: EmbeddedAudioObjects["Type"]["readSigned"]) =>
+const objectsThat = (readSigned: EmbeddedAudioObjects["Service"]["readSigned"]) =>
   EmbeddedAudioObjects.of({ read: () => Effect.succeed(Option.none()), readSigned })
 
 const get = (headers: Record<string, string> = {}) =>
   HttpServerRequest.fromWeb(new Request(`http://127.0.0.1/media/${TOKEN}`, { headers }))
 
-const jsonBody = (body: { readonly _tag: string }) =>
-  body._tag === "Uint8Array" && "body" in body && body.body instanceof Uint8Array
-    ? (JSON.parse(new TextDecoder().decode(body.body)) as unknown)
-    : undefined
+const jsonBody = (body: { readonly _tag: string }) => {
+  if (body._tag !== "Uint8Array") return undefined
+  const { body: bytes, text } = body as { readonly body?: Uint8Array; readonly text?: string }
+  return JSON.parse(text ?? new TextDecoder().decode(bytes)) as unknown
+}
+
+/** The token the platform router reads from a path, given the canonical target as the exchange hands it. */
+const router = FindMyWay.make<null>(routerConfig)
+router.on("GET", MEDIA_ROUTE_PATH, null)
+const matchMediaPath = (url: string): string | undefined => {
+  const target = canonicalTarget(url)
+  return target === undefined ? undefined : router.find("GET", target.path)?.params["token"]
+}
 
 describe("media route: byte ranges (decideByteRange)", () => {
   it("single ranges: a-b, a-, -n, end clamped to the last byte", () => {
@@ -45,7 +55,7 @@ describe("media route: byte ranges (decideByteRange)", () => {
 })
 
 describe("media route: path and failures (serveMedia)", () => {
-  it("matches /media/{token}: exactly one non-empty segment", () => {
+  it("matches /media/{token}: exactly one non-empty segment (canonical target, platform router)", () => {
     expect(matchMediaPath(`/media/${TOKEN}`)).toBe(TOKEN)
     expect(matchMediaPath("/media/")).toBeUndefined()
     expect(matchMediaPath("/media")).toBeUndefined()

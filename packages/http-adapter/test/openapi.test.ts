@@ -1,8 +1,8 @@
-import { categoryOf, type OperationId, operationIds } from "@clinical-api/domain"
-import { OpenApi } from "@effect/platform"
+import { categoryOf, listQueryLimits, type OperationId, operationIds } from "@clinical-api/domain"
+import { OpenApi } from "effect/http-api"
 import { Validator } from "@seriousme/openapi-schema-validator"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { operationErrorStatuses, PublicHttpApi } from "../src/index.js"
+import { operationRefusals, PublicHttpApi } from "../src/index.js"
 import { contractFixture } from "./support/contract-fixture.js"
 import type { StartedServer } from "./support/harness.js"
 import { startMemoryServer } from "./support/memory-harness.js"
@@ -81,7 +81,7 @@ describe("OpenAPI document", () => {
     const operations = operationsOf(document)
     for (const operationId of operationIds) {
       const responses = at(operations.get(operationId)?.operation, "responses") as Json
-      const expected = operationErrorStatuses(operationId)
+      const expected = operationRefusals(operationId)
       expect(Object.keys(responses).sort()).toEqual(["200", ...expected.map(({ status }) => String(status))].sort())
       for (const { codes, status } of expected) {
         const schema = at(responses, String(status), "content", "application/json", "schema")
@@ -91,10 +91,10 @@ describe("OpenAPI document", () => {
         expect(at(schema, "required")).toEqual(["error", "reason_code", "message", "field"])
       }
     }
-    const statuses = (operationId: OperationId) => operationErrorStatuses(operationId).map(({ status }) => status)
+    const statuses = (operationId: OperationId) => operationRefusals(operationId).map(({ status }) => status)
     expect(statuses("listPublicEncounters")).toEqual([400, 401, 403, 422, 503])
     expect(statuses("getPublicEncounter")).toEqual([400, 401, 403, 404, 503])
-    const audio = operationErrorStatuses("getPublicDocumentAudio")
+    const audio = operationRefusals("getPublicDocumentAudio")
     expect(audio.find(({ status }) => status === 503)?.codes).toEqual(["digest_key_unavailable", "audio_storage_unavailable"])
     expect(audio.find(({ status }) => status === 404)?.codes).toEqual(["encounter_not_found", "document_not_found", "audio_not_found"])
   })
@@ -105,6 +105,24 @@ describe("OpenAPI document", () => {
       (at(operations.get(operationId)?.operation, "parameters") as ReadonlyArray<Json>).map((parameter) => `${parameter.in}:${parameter.name}`)
     expect(names("listPublicEncounters")).toEqual(["query:limit", "query:offset", "query:sort_order", "query:start_at", "query:end_at"])
     expect(names("getPublicDocumentAudio")).toEqual(["path:encounter_id", "path:document_id"])
+  })
+
+  it("takes the list query's bounds from the domain (list-query.ts): a changed bound shows in the document", () => {
+    const limitOf = (doc: Json) =>
+      (at(operationsOf(doc).get("listPublicEncounters")?.operation, "parameters") as ReadonlyArray<Json>).find((parameter) => parameter.name === "limit")
+    expect(limitOf(document)?.schema).toMatchObject({ minimum: 1, maximum: 100, default: 50 })
+    const bounds = listQueryLimits.limit as { max: number }
+    const published = bounds.max
+    bounds.max = 250
+    try {
+      // A new options object: OpenApi.fromApi caches the document per options object.
+      const changed = OpenApi.fromApi(PublicHttpApi, {}) as unknown as Json
+      expect(limitOf(changed)?.schema).toMatchObject({ minimum: 1, maximum: 250, default: 50 })
+      expect(limitOf(changed)?.description).toContain("1..250")
+      expect(String(at(changed, "info", "description"))).toContain("`limit` (1..250, default 50)")
+    } finally {
+      bounds.max = published
+    }
   })
 
   it("declares the bearer scheme and requires it on every operation", () => {

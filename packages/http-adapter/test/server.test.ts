@@ -1,6 +1,7 @@
 import { Effect } from "effect"
+import { FindMyWay } from "effect/http"
 import { describe, expect, it } from "vitest"
-import { acceptCallerRequestId, matchRoute, parseQuery } from "../src/index.js"
+import { acceptCallerRequestId, canonicalTarget, operationsByRoutePath, parseQuery, routerConfig } from "../src/index.js"
 import { contractFixture, tokens } from "./support/contract-fixture.js"
 import { startMemoryServer } from "./support/memory-harness.js"
 import { bearer, paths, send } from "./contract/http.js"
@@ -33,8 +34,8 @@ describe("HTTP server behaviour beyond the contract suite", () => {
   it("closing the server drains a request in flight before the scope closes", async () => {
     const server = await startMemoryServer(contractFixture, {}, (api) => ({
       ...api,
-      listPublicEncounters: (request, answer) =>
-        Effect.zipRight(Effect.sleep("400 millis"), api.listPublicEncounters(request, answer))
+      listPublicEncounters: (caller, request) =>
+        Effect.andThen(Effect.sleep("400 millis"), api.listPublicEncounters(caller, request))
     }))
     const inFlight = send(server.baseUrl, paths.list(), { headers: bearer(tokens.riversideFull) })
     await new Promise((resolve) => setTimeout(resolve, 100))
@@ -55,16 +56,46 @@ describe("HTTP server behaviour beyond the contract suite", () => {
 })
 
 describe("request target reading", () => {
+  // The platform router as the server configures it, with the HttpApi's routes, given the
+  // canonical target the exchange hands it.
+  const router = FindMyWay.make<string>(routerConfig)
+  for (const [path, operationId] of operationsByRoutePath) router.on("GET", path as FindMyWay.PathInput, operationId)
+  const matchRoute = (url: string) => {
+    const target = canonicalTarget(url)
+    const found = target === undefined ? undefined : router.find("GET", target.path)
+    return found === undefined ? undefined : { operationId: found.handler, params: found.params, path: target?.path }
+  }
+
   it("matches the five routes exactly and decodes each path parameter once", () => {
-    expect(matchRoute("/external/v1/encounters")?.route.operationId).toBe("listPublicEncounters")
+    expect(matchRoute("/external/v1/encounters")?.operationId).toBe("listPublicEncounters")
     expect(matchRoute("/external/v1/encounters/a%2Fb%2525c")?.params).toEqual({ encounter_id: "a/b%25c" })
     expect(matchRoute("/external/v1/encounters/e/documents/d%20x/audio")).toMatchObject({
-      params: { encounter_id: "e", document_id: "d x" },
-      routerPath: "/external/v1/encounters/_/documents/_/audio"
+      operationId: "getPublicDocumentAudio",
+      params: { encounter_id: "e", document_id: "d x" }
     })
     expect(matchRoute("/external/v1/encounters/")).toBeUndefined()
     expect(matchRoute("/External/v1/encounters")).toBeUndefined()
     expect(matchRoute("external/v1/encounters")).toBeUndefined()
+  })
+
+  it("hands the router each segment decoded once and re-encoded, so it reads back exactly the decoded id", () => {
+    expect(canonicalTarget("/external/v1/encounters/enc_a1;x?limit=1")).toEqual({
+      path: "/external/v1/encounters/enc_a1%3Bx",
+      rawQuery: "limit=1"
+    })
+    for (const raw of ["%ZZ", "%C3%28", "a%2Fb", "%25", "%2525", "x%3Fy%23z", "%E2%98%83", "é", "a+b", "x".repeat(300)]) {
+      const decoded = (() => {
+        try {
+          return decodeURIComponent(raw)
+        } catch {
+          return raw
+        }
+      })()
+      expect(matchRoute(`/external/v1/encounters/${raw}`)?.params, raw).toEqual({ encounter_id: decoded })
+    }
+    for (const unroutable of ["", "*", "//external/v1/encounters", "/external//v1/encounters", "/external/v1/encounters/", "http://x/external/v1/encounters"]) {
+      expect(canonicalTarget(unroutable), unroutable).toBeUndefined()
+    }
   })
 
   it("reads the query as ordered, percent-decoded pairs with repeated keys kept", () => {

@@ -14,8 +14,9 @@ import { apiDescription } from "./descriptions.js"
  * `OpenApi.Transform`, so `/openapi.json`, `/docs` and the snapshot all see the same
  * document). It adds what `HttpApi` cannot express without the platform pitfalls the
  * adapter avoids (the bearer scheme without `HttpApiSecurity`, the list query without a
- * `urlParams` struct), removes the platform's default `HttpApiDecodeError` (it never reaches
- * the wire), and adds the webhook.
+ * query schema, both read from the domain when the document is made), names and describes
+ * what the generator leaves bare (the timestamp, the opaque ids, the path parameters), and
+ * adds the webhook.
  */
 
 type JsonObject = { [key: string]: unknown }
@@ -29,9 +30,6 @@ const objectAt = (value: unknown, path: string): JsonObject => {
 }
 
 export const BEARER_SCHEME = "bearerAuth"
-
-const PLATFORM_DECODE_ERROR_SCHEMAS = ["HttpApiDecodeError", "Issue", "PropertyKey"]
-const DECODE_ERROR_REF = "#/components/schemas/HttpApiDecodeError"
 
 /** What the document says of each list query key; the bounds and defaults are the domain's. */
 const listQueryParameterDocs: { readonly [K in ListQueryKey]: (limits: typeof listQueryLimits) => { readonly description: string; readonly schema: JsonObject } } = {
@@ -110,33 +108,66 @@ body bytes, reject timestamps more than 300 seconds from your clock, and reject 
   }
 }
 
-/** Ids are opaque: the generated "a string at least 1 character(s) long" says too much and too little. */
+/** Ids are opaque (the domain's ids are non-empty strings): "at least 1 character" says too much and too little. */
 const describeOpaqueIds = (node: unknown): void => {
   if (Array.isArray(node)) {
     node.forEach(describeOpaqueIds)
     return
   }
   if (!isObject(node)) return
-  if (node.title === "minLength(1)") {
-    delete node.title
+  if (node.type === "string" && node.minLength === 1 && Object.keys(node).length === 2) {
     node.description = "Opaque identifier: nothing may be inferred from its content."
   }
   Object.values(node).forEach(describeOpaqueIds)
 }
 
-const finishErrorResponses = (operationPath: string, operation: JsonObject): void => {
-  const responses = objectAt(operation.responses, `${operationPath}.responses`)
-  for (const [status, response] of Object.entries(responses)) {
-    if (!status.startsWith("4") && !status.startsWith("5")) continue
-    const media = objectAt(objectAt(objectAt(response, status).content, status)["application/json"], status)
-    const schema = objectAt(media.schema, status)
-    if (Array.isArray(schema.anyOf)) {
-      const members = schema.anyOf.filter((member) => !(isObject(member) && member.$ref === DECODE_ERROR_REF))
-      media.schema = members.length === 1 ? members[0] : { anyOf: members }
-    }
-    const finished = objectAt(media.schema, status)
-    if (typeof finished.description === "string") objectAt(response, status).description = finished.description
+/**
+ * The generator writes a nullable schema with a decoding default as `anyOf` with `null` twice:
+ * once is enough, and an `anyOf` of one schema is that schema.
+ */
+const withoutRepeatedMembers = (node: unknown): void => {
+  if (Array.isArray(node)) {
+    node.forEach(withoutRepeatedMembers)
+    return
   }
+  if (!isObject(node)) return
+  if (Array.isArray(node.anyOf)) {
+    const seen = new Set<string>()
+    const members = node.anyOf.filter((member) => {
+      const text = JSON.stringify(member)
+      if (seen.has(text)) return false
+      seen.add(text)
+      return true
+    })
+    const [only] = members
+    if (members.length === 1 && isObject(only)) {
+      delete node.anyOf
+      Object.assign(node, only)
+    } else {
+      node.anyOf = members
+    }
+  }
+  Object.values(node).forEach(withoutRepeatedMembers)
+}
+
+/** Replaces every `$ref` to the component `from` by one to `to`. */
+const renameReferences = (node: unknown, from: string, to: string): void => {
+  if (Array.isArray(node)) {
+    node.forEach((member) => renameReferences(member, from, to))
+    return
+  }
+  if (!isObject(node)) return
+  if (node.$ref === `#/components/schemas/${from}`) node.$ref = `#/components/schemas/${to}`
+  Object.values(node).forEach((member) => renameReferences(member, from, to))
+}
+
+/** A path parameter's description where readers of the operation look for it. */
+const describePathParameters = (operation: JsonObject): void => {
+  if (!Array.isArray(operation.parameters)) return
+  operation.parameters = operation.parameters.map((parameter: unknown) => {
+    if (!isObject(parameter) || !isObject(parameter.schema) || typeof parameter.schema.description !== "string") return parameter
+    return { name: parameter.name, in: parameter.in, description: parameter.schema.description, required: parameter.required, schema: parameter.schema }
+  })
 }
 
 const discriminateDocumentDetail = (schemas: JsonObject): void => {
@@ -160,14 +191,17 @@ export const finishOpenApiDocument = (spec: Record<string, unknown>): Record<str
   objectAt(document.info, "info").description = apiDescription()
   const components = objectAt(document.components, "components")
   const schemas = objectAt(components.schemas, "components.schemas")
-  for (const name of PLATFORM_DECODE_ERROR_SCHEMAS) delete schemas[name]
 
-  // The domain's Timestamp is a transformation; its encoded side is an RFC 3339 string.
+  // The domain's Timestamp is a transformation; its encoded side, an RFC 3339 string, is what the wire shows.
+  delete schemas.TimestampEncoded
+  renameReferences(document, "TimestampEncoded", "Timestamp")
   schemas.Timestamp = {
     type: "string",
     format: "date-time",
     description: "ISO 8601 date-time, written as UTC with milliseconds (2026-05-01T12:00:00.000Z)."
   }
+  withoutRepeatedMembers(document)
+  describeOpaqueIds(document)
   discriminateDocumentDetail(schemas)
 
   components.securitySchemes = {
@@ -185,10 +219,9 @@ export const finishOpenApiDocument = (spec: Record<string, unknown>): Record<str
     const operation = objectAt(objectAt(item, path).get, `${path}.get`)
     operation.security = [{ [BEARER_SCHEME]: [] }]
     if (operation.operationId === "listPublicEncounters") operation.parameters = listQueryParameters()
-    finishErrorResponses(path, operation)
+    describePathParameters(operation)
   }
 
   document.webhooks = { "recording.transcript_ready": transcriptReadyWebhook }
-  describeOpaqueIds(document)
   return document
 }

@@ -67,7 +67,7 @@ const refusalSchema = (operation: OperationId, { codes, status }: OperationRefus
   const description = `${statusTitles[status] ?? "Refused"}: a PublicApiErrorResponse whose reason_code is one of ${codes.join(", ")}.`
   const Body = Schema.Struct({
     error: Schema.Literal(category),
-    reason_code: Schema.Literals(codes),
+    reason_code: codes.length === 1 ? Schema.Literal(codes[0]) : Schema.Literals(codes),
     message: Schema.String,
     field: Schema.NullOr(Schema.String)
   }).annotate({ title: `${operation} ${status}`, description })

@@ -111,7 +111,7 @@ export const routerConfig = {
 } as const
 
 /** The operation of each route of the HttpApi, by the route's path as the router holds it. */
-const operationsByRoutePath: ReadonlyMap<string, OperationId> = (() => {
+export const operationsByRoutePath: ReadonlyMap<string, OperationId> = (() => {
   const byPath = new Map<string, OperationId>()
   HttpApi.reflect(PublicHttpApi, {
     onGroup: () => undefined,

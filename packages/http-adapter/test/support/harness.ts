@@ -38,6 +38,8 @@ export interface ContractHarness {
 export interface RunningService {
   /** `http://127.0.0.1:<port>`, no trailing slash. */
   readonly baseUrl: string
+  /** What the service's layer built: the configured storage's services are in it (its pool, its audio storage). */
+  readonly context: Context.Context<never>
   /** Every request-log line written so far, exactly as written. */
   readonly logLines: () => ReadonlyArray<string>
   /** Closes the server (draining requests in flight) and everything below it. */
@@ -75,6 +77,7 @@ export const startService = async (
   if (address._tag === "UnixPathAddress") throw new Error("expected a TCP address")
   return {
     baseUrl: `http://127.0.0.1:${address.port}`,
+    context: context as Context.Context<never>,
     logLines: log.lines,
     close: () => Effect.runPromise(Scope.close(scope, Exit.void))
   }

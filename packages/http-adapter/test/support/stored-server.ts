@@ -1,21 +1,13 @@
-import { AccessPolicyLive, PublicApiConfig, PublicApiLive } from "@clinical-api/domain"
-import {
-  AudioStorageFromConfig,
-  IdGeneratorLive,
-  loadFixture,
-  makePgClient,
-  MediaBaseUrlFromConfig,
-  migrate,
-  PgClient,
-  PostgresPortsLive,
-  type Sql
-} from "@clinical-api/storage-adapter"
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import type { PublicApiSettings } from "@clinical-api/domain"
+import { loadFixture, PgClient, type Sql } from "@clinical-api/storage-adapter"
 import { embeddedDatabases, realServerDatabases } from "@clinical-api/storage-adapter/testing"
-import { HttpServer } from "@effect/platform"
-import { Clock, ConfigProvider, Context, Deferred, Effect, Exit, Layer, Option, Scope } from "effect"
+import { type Clock, ConfigProvider, Context, Effect, Exit, Option, Scope } from "effect"
 import { serviceConfig } from "../../src/config.js"
-import { HttpApiRoutesLive, makeHttpServerLayer, makeRequestLogCollector } from "../../src/index.js"
 import { exampleFixtureText } from "./example-fixture.js"
+import { type RunningService, startService } from "./harness.js"
 
 export { exampleFixtureText }
 
@@ -36,17 +28,17 @@ export interface ControlledClock {
   readonly resume: () => void
 }
 
-export const makeControlledClock = (): ControlledClock => {
-  const real = Clock.make()
+export const makeControlledClock = (real: Clock.Clock = Effect.runSync(Effect.clockWith(Effect.succeed))): ControlledClock => {
   let frozen: number | undefined = undefined
-  const millis = () => frozen ?? real.unsafeCurrentTimeMillis()
-  const nanos = () => (frozen === undefined ? real.unsafeCurrentTimeNanos() : BigInt(frozen) * 1_000_000n)
+  const millis = () => frozen ?? real.currentTimeMillisUnsafe()
+  const nanos = () => (frozen === undefined ? real.currentTimeNanosUnsafe() : BigInt(frozen) * 1_000_000n)
   const clock: Clock.Clock = {
-    [Clock.ClockTypeId]: Clock.ClockTypeId,
-    unsafeCurrentTimeMillis: millis,
+    currentTimeMillisUnsafe: millis,
     currentTimeMillis: Effect.sync(millis),
-    unsafeCurrentTimeNanos: nanos,
+    currentTimeNanosUnsafe: nanos,
     currentTimeNanos: Effect.sync(nanos),
+    monotonicTimeNanosUnsafe: () => real.monotonicTimeNanosUnsafe(),
+    monotonicTimeNanos: real.monotonicTimeNanos,
     sleep: (duration) => real.sleep(duration)
   }
   return {
@@ -68,68 +60,67 @@ export interface StoredServer {
   readonly close: () => Promise<void>
 }
 
+type FixtureServices = Effect.Services<ReturnType<typeof loadFixture>>
+
+/** The configured storage's services of a running service (its pool, audio storage and ids). */
+const storageOf = (service: RunningService) => service.context as Context.Context<FixtureServices | PgClient>
+
+/** Loads `fixtureText` through the fixture loader on the service's own storage, with the digest key `env` configures. */
+export const loadFixtureInto = async (
+  service: RunningService,
+  env: Readonly<Record<string, string>>,
+  fixtureText: string
+): Promise<void> => {
+  const config = await Effect.runPromise(serviceConfig.parse(ConfigProvider.fromEnv({ env })))
+  await Effect.runPromise(
+    loadFixture(fixtureText, { digestKey: Option.getOrThrow(config.apiKeyDigestKey) }).pipe(Effect.provideContext(storageOf(service)))
+  )
+}
+
 /**
- * The real service stack on a fresh database: PostgreSQL storage (DATABASE_URL or PGlite),
- * the audio storage chosen by `environment` (AUDIO_STORAGE, S3_*, MEDIA_SIGNING_KEY), the
- * domain's use cases with the service's own configuration reading (AUDIO_URL_TTL_SECONDS...),
- * and the HTTP server on an ephemeral loopback port, whose address becomes the media base
- * URL once it listens. The example fixture is loaded through the fixture loader.
+ * The service as `pnpm start` builds it (`makeService`), configured by `environment` through a
+ * test `ConfigProvider`, on a fresh database: storage from configuration (the fresh PostgreSQL
+ * database as DATABASE_URL, or the embedded PGlite), the audio storage chosen by `environment`
+ * (AUDIO_STORAGE, S3_*, MEDIA_SIGNING_KEY), the access cache, the use cases and the HTTP
+ * server on an ephemeral loopback port, whose address becomes the media base URL. The fixture
+ * is loaded through the fixture loader, on the service's own pool.
  */
 export const startStoredServer = async (
   environment: ReadonlyArray<readonly [string, string]>,
   fixtureText: string = exampleFixtureText,
   /** Settings no configuration can produce (e.g. no digest key at all), for the 503 paths. */
-  overrideSettings: Partial<Context.Tag.Service<PublicApiConfig>> = {}
+  overrideSettings: Partial<PublicApiSettings> = {}
 ): Promise<StoredServer> => {
-  const provider = ConfigProvider.fromMap(new Map([["API_KEY_DIGEST_KEY", "media-suite-digest-key"], ...environment]))
-  const config = await Effect.runPromise(Effect.withConfigProvider(serviceConfig, provider))
-  const clock = makeControlledClock()
-  const baseUrl = Effect.runSync(Deferred.make<string>())
-  const log = makeRequestLogCollector()
-
-  const database = Layer.scoped(
-    PgClient,
-    Effect.flatMap(Effect.orDie(databases.fresh), (db) => makePgClient({ url: db.url, ...db.clientOptions }))
-  )
-  const storage = Layer.mergeAll(PostgresPortsLive, AudioStorageFromConfig).pipe(
-    Layer.provide(MediaBaseUrlFromConfig(Deferred.await(baseUrl))),
-    Layer.provide(Layer.setConfigProvider(provider)),
-    Layer.provideMerge(IdGeneratorLive),
-    Layer.provideMerge(Layer.effectDiscard(migrate())),
-    Layer.provideMerge(database)
-  )
-  const settings = Layer.succeed(PublicApiConfig, {
-    environment: config.environment,
-    apiKeysEnabled: config.apiKeysEnabled,
-    apiKeyDigestKey: config.apiKeyDigestKey,
-    audioUrlTtlSeconds: config.audioUrlTtlSeconds,
-    ...overrideSettings
-  })
-  const http = makeHttpServerLayer({ port: 0, host: "127.0.0.1" }).pipe(
-    Layer.provide(HttpApiRoutesLive),
-    Layer.provide(log.layer),
-    Layer.provide(PublicApiLive.pipe(Layer.provide(AccessPolicyLive), Layer.provide(settings)))
-  )
-  const layer = http.pipe(Layer.provideMerge(storage), Layer.provide(Layer.setClock(clock.clock)))
-
   const scope = Effect.runSync(Scope.make())
-  const context = await Effect.runPromise(Layer.buildWithScope(layer, scope))
-  const address = Context.get(context, HttpServer.HttpServer).address
-  if (address._tag !== "TcpAddress") throw new Error("expected a TCP address")
-  const url = `http://127.0.0.1:${address.port}`
-  Effect.runSync(Deferred.succeed(baseUrl, url))
-
-  const run = <A, E>(effect: Effect.Effect<A, E, Layer.Layer.Success<typeof layer>>) =>
-    Effect.runPromise(Effect.provide(effect, context))
-  await run(loadFixture(fixtureText, { digestKey: Option.getOrThrow(config.apiKeyDigestKey) }))
+  const database = await Effect.runPromise(Scope.provide(databases.fresh, scope))
+  // PGlite's single session takes no second pool: there the service starts its own embedded
+  // database and loads the fixture from a file, as `pnpm start` does.
+  const fixtureDirectory = database.separateClients ? undefined : mkdtempSync(join(tmpdir(), "stored-server-"))
+  const fixtureFile = fixtureDirectory === undefined ? undefined : join(fixtureDirectory, "fixture.json")
+  if (fixtureFile !== undefined) writeFileSync(fixtureFile, fixtureText)
+  const env: Record<string, string> = {
+    API_KEY_DIGEST_KEY: "media-suite-digest-key",
+    ...(fixtureFile === undefined
+      ? { DATABASE_URL: database.url, DATABASE_POOL_MAX: String(database.clientOptions.maxConnections ?? 4) }
+      : { FIXTURE_FILE: fixtureFile }),
+    ...Object.fromEntries(environment)
+  }
+  const clock = makeControlledClock()
+  const service = await startService(env, {
+    clock: clock.clock,
+    overrides: { settings: (settings) => ({ ...settings, ...overrideSettings }) }
+  })
+  if (fixtureFile === undefined) await loadFixtureInto(service, env, fixtureText)
 
   const query = <A>(statement: (sql: Sql) => Promise<A>) =>
-    run(Effect.flatMap(PgClient, (client) => client.run("test.query", statement)))
+    Effect.runPromise(Effect.flatMap(Effect.service(PgClient), (client) => client.run("test.query", statement)).pipe(
+      Effect.provideContext(storageOf(service))
+    ))
 
   return {
-    baseUrl: url,
+    baseUrl: service.baseUrl,
     clock,
-    logLines: log.lines,
+    logLines: service.logLines,
     query,
     allRows: async () => {
       const tables = await query((sql) =>
@@ -143,7 +134,11 @@ export const startStoredServer = async (
       }
       return rows
     },
-    close: () => Effect.runPromise(Scope.close(scope, Exit.void))
+    close: async () => {
+      await service.close()
+      await Effect.runPromise(Scope.close(scope, Exit.void))
+      if (fixtureDirectory !== undefined) rmSync(fixtureDirectory, { recursive: true, force: true })
+    }
   }
 }
 
