@@ -22,6 +22,7 @@ import { Exchange, noteRefusal, parseQuery } from "./exchange.js"
  * for the log line.
  */
 export const PublicApiHandlersLive = HttpApiBuilder.group(PublicHttpApi, PUBLIC_API_GROUP, (handlers) =>
+  // eslint-disable-next-line no-restricted-syntax -- made once, when the layer is built
   Effect.gen(function*() {
     const api = yield* PublicApi
     const access = yield* AccessPolicy

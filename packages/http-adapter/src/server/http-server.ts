@@ -59,6 +59,7 @@ export const makeHttpServerLayer = (options: HttpServerOptions) =>
     const graceMs = options.shutdownGraceMs ?? 10_000
     const quietMs = Math.min(250, graceMs)
     // Built after `serve`, so released before it: the drain runs while the handler is attached.
+    // eslint-disable-next-line no-restricted-syntax -- made once, when the layer is built
     const drainOnShutdown = Layer.effectDiscard(Effect.gen(function*() {
       let inFlight = 0
       let lastArrival = 0

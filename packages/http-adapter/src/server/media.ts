@@ -154,6 +154,7 @@ export const MediaRoutes = Layer.unwrap(
           HttpRouter.add(
             "GET",
             MEDIA_ROUTE_PATH,
+            // eslint-disable-next-line no-restricted-syntax -- made once, when the layer is built
             Effect.gen(function*() {
               const request = yield* HttpServerRequest.HttpServerRequest
               const { params } = yield* HttpRouter.RouteContext

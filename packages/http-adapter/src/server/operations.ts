@@ -219,6 +219,7 @@ export const serveOperations = (
  * runs over one (`PgClient` in the context).
  */
 export const OperationsRoutes: Layer.Layer<never, never, HttpRouter.HttpRouter | RequestMetrics> = HttpRouter.use((router) =>
+  // eslint-disable-next-line no-restricted-syntax -- made once, when the layer is built
   Effect.gen(function*() {
     const metrics = yield* RequestMetrics
     const database = yield* Effect.serviceOption(PgClient)
