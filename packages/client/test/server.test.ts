@@ -92,9 +92,9 @@ describe("syncEncounters against the service", () => {
       )
       created += 1
     }
-    const removeInserted = () =>
-      service.query((sql) => sql`DELETE FROM encounters WHERE encounter_id = ANY(${[...ahead, ...behind]})`)
-    onTestFinished(removeInserted)
+    onTestFinished(async () => {
+      await service.query((sql) => sql`DELETE FROM encounters WHERE encounter_id = ANY(${[...ahead, ...behind]})`)
+    })
     const ids = await syncIds(client(service.generated.token).syncEncounters({ since: SINCE }), async (item, index) => {
       if (index % 500 !== 0) return
       const at = Date.parse(item.encounter.created_at)
@@ -246,8 +246,8 @@ describe("typed errors from the service, one class per status, with the contract
     expect(callerId.requestId).toBe("sdk-test-42")
   })
 
-  it("503 ServiceUnavailableError when key verification cannot reach its store", async () => {
-    const unavailable = await service.startWithoutDatabase()
+  it("503 ServiceUnavailableError when key verification is unavailable", async () => {
+    const unavailable = await service.startWithoutDigestKey()
     try {
       const error = await failure(
         new ClinicalApiClient({ baseUrl: unavailable.baseUrl, apiKey: exampleKeys.riversideFull }).listEncounters()

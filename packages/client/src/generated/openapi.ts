@@ -178,67 +178,54 @@ export interface components {
             readonly organization_id: string;
             readonly resources: components["schemas"]["RecordingTranscriptReadyResources"];
         };
-        /** Format: date-time */
-        readonly WebhookEventDateTime: string;
         readonly RecordingTranscriptReadyResources: {
             /** @description Opaque identifier: nothing may be inferred from its content. */
             readonly encounter_id: string;
             /** @description Opaque identifier: nothing may be inferred from its content. */
             readonly document_id: string;
         };
-        readonly PublicEncounterListResponse: {
-            readonly items: readonly components["schemas"]["PublicEncounterSummary"][];
-            readonly limit: components["schemas"]["Int"];
-            readonly offset: components["schemas"]["Int"];
-            readonly total: components["schemas"]["Int"];
+        readonly WebhookEventDateTime: string;
+        readonly PublicDocumentAudioResponse: {
+            readonly audio_url: string;
+            readonly expires_at: components["schemas"]["Timestamp"];
         };
-        readonly PublicEncounterSummary: {
-            /** @description Opaque identifier: nothing may be inferred from its content. */
-            readonly encounter_id: string;
-            /** @description Opaque identifier: nothing may be inferred from its content. */
-            readonly organization_id: string;
-            readonly created_at: components["schemas"]["Timestamp"];
-            readonly updated_at: components["schemas"]["Timestamp"];
-            readonly date_of_service?: components["schemas"]["Timestamp"] | null;
-            readonly encounter_type?: ("ambient" | "phone_call" | "clinical_documentation" | "billing" | "checklist") | null;
-            readonly status?: string | null;
-            readonly patient?: components["schemas"]["PublicPatientSummary"] | null;
-            readonly documents?: readonly components["schemas"]["PublicEncounterDocumentSummary"][];
-        };
-        /**
-         * Format: date-time
-         * @description ISO 8601 date-time, written as UTC with milliseconds (2026-05-01T12:00:00.000Z).
-         */
-        readonly Timestamp: string;
-        readonly PublicPatientSummary: {
-            /** @description Opaque identifier: nothing may be inferred from its content. */
-            readonly patient_id: string;
-            readonly first_name?: string | null;
-            readonly last_name?: string | null;
-            readonly date_of_birth?: components["schemas"]["CalendarDate"] | null;
-        };
-        /** Format: date */
-        readonly CalendarDate: string;
-        readonly PublicEncounterDocumentSummary: {
+        readonly PublicDocumentTranscriptResponse: {
             /** @description Opaque identifier: nothing may be inferred from its content. */
             readonly document_id: string;
-            /** @enum {string} */
-            readonly schema_type: "document" | "ambient_transcript" | "billing" | "encounter_checklist";
+            /** @description Opaque identifier: nothing may be inferred from its content. */
+            readonly encounter_id: string;
+            readonly transcript: components["schemas"]["PublicFinalTranscript"];
+        };
+        readonly PublicFinalTranscript: {
+            readonly provider: string;
+            readonly audio_duration_seconds?: number | null;
+            readonly turns: readonly components["schemas"]["PublicTranscriptTurn"][];
+        };
+        readonly PublicTranscriptTurn: {
+            readonly speaker: string;
+            readonly text: string;
+            readonly start: number;
+            readonly end: number;
+        };
+        readonly PublicDocumentDetailResponse: {
+            readonly document: components["schemas"]["PublicClinicalDocument"] | components["schemas"]["PublicAmbientTranscriptMetadata"];
+        };
+        readonly PublicAmbientTranscriptMetadata: {
+            /** @description Opaque identifier: nothing may be inferred from its content. */
+            readonly document_id: string;
+            /** @description Opaque identifier: nothing may be inferred from its content. */
+            readonly encounter_id: string;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            readonly schema_type: "ambient_transcript";
+            readonly created_at: components["schemas"]["Timestamp"];
+            readonly updated_at: components["schemas"]["Timestamp"];
             readonly title?: string | null;
             readonly status?: string | null;
             readonly workflow_variant?: ("ambient" | "phone_call") | null;
             readonly audio_duration_seconds?: number | null;
-        };
-        /**
-         * int
-         * @description an integer
-         */
-        readonly Int: number;
-        readonly PublicEncounterDetailResponse: {
-            readonly encounter: components["schemas"]["PublicEncounterSummary"];
-        };
-        readonly PublicDocumentDetailResponse: {
-            readonly document: components["schemas"]["PublicClinicalDocument"] | components["schemas"]["PublicAmbientTranscriptMetadata"];
         };
         readonly PublicClinicalDocument: {
             /** @description Opaque identifier: nothing may be inferred from its content. */
@@ -258,57 +245,54 @@ export interface components {
             readonly workflow_variant?: null;
         };
         readonly PublicDocumentContent: {
-            /** @enum {string} */
-            readonly format?: "markdown";
+            readonly format?: "markdown" | null;
             readonly text?: string | null;
         };
-        readonly PublicAmbientTranscriptMetadata: {
-            /** @description Opaque identifier: nothing may be inferred from its content. */
-            readonly document_id: string;
+        readonly PublicEncounterDetailResponse: {
+            readonly encounter: components["schemas"]["PublicEncounterSummary"];
+        };
+        readonly PublicEncounterSummary: {
             /** @description Opaque identifier: nothing may be inferred from its content. */
             readonly encounter_id: string;
-            /**
-             * @description discriminator enum property added by openapi-typescript
-             * @enum {string}
-             */
-            readonly schema_type: "ambient_transcript";
+            /** @description Opaque identifier: nothing may be inferred from its content. */
+            readonly organization_id: string;
             readonly created_at: components["schemas"]["Timestamp"];
             readonly updated_at: components["schemas"]["Timestamp"];
+            readonly date_of_service?: components["schemas"]["Timestamp"] | null;
+            readonly encounter_type?: ("ambient" | "phone_call" | "clinical_documentation" | "billing" | "checklist") | null;
+            readonly status?: string | null;
+            readonly patient?: components["schemas"]["PublicPatientSummary"] | null;
+            readonly documents?: readonly components["schemas"]["PublicEncounterDocumentSummary"][] | null;
+        };
+        readonly PublicEncounterDocumentSummary: {
+            /** @description Opaque identifier: nothing may be inferred from its content. */
+            readonly document_id: string;
+            /** @enum {string} */
+            readonly schema_type: "document" | "ambient_transcript" | "billing" | "encounter_checklist";
             readonly title?: string | null;
             readonly status?: string | null;
             readonly workflow_variant?: ("ambient" | "phone_call") | null;
             readonly audio_duration_seconds?: number | null;
         };
-        readonly PublicDocumentTranscriptResponse: {
+        readonly PublicPatientSummary: {
             /** @description Opaque identifier: nothing may be inferred from its content. */
-            readonly document_id: string;
-            /** @description Opaque identifier: nothing may be inferred from its content. */
-            readonly encounter_id: string;
-            readonly transcript: components["schemas"]["PublicFinalTranscript"];
+            readonly patient_id: string;
+            readonly first_name?: string | null;
+            readonly last_name?: string | null;
+            readonly date_of_birth?: components["schemas"]["CalendarDate"] | null;
         };
-        readonly PublicFinalTranscript: {
-            readonly provider: string;
-            readonly audio_duration_seconds?: number | null;
-            readonly turns: readonly components["schemas"]["PublicTranscriptTurn"][];
+        readonly CalendarDate: string;
+        readonly PublicEncounterListResponse: {
+            readonly items: readonly components["schemas"]["PublicEncounterSummary"][];
+            readonly limit: number;
+            readonly offset: number;
+            readonly total: number;
         };
-        readonly PublicTranscriptTurn: {
-            readonly speaker: string;
-            readonly text: string;
-            /**
-             * finite
-             * @description a finite number
-             */
-            readonly start: number;
-            /**
-             * finite
-             * @description a finite number
-             */
-            readonly end: number;
-        };
-        readonly PublicDocumentAudioResponse: {
-            readonly audio_url: string;
-            readonly expires_at: components["schemas"]["Timestamp"];
-        };
+        /**
+         * Format: date-time
+         * @description ISO 8601 date-time, written as UTC with milliseconds (2026-05-01T12:00:00.000Z).
+         */
+        readonly Timestamp: string;
     };
     responses: never;
     parameters: never;

@@ -1,5 +1,8 @@
 import { readFileSync } from "node:fs"
-import postgres from "postgres"
+import { generateDataSet, loadFixture, makePgClient, PgClient, type Sql } from "@clinical-api/storage-adapter"
+import { realServerDatabases } from "@clinical-api/storage-adapter/testing"
+import { type Context, Effect, Exit, Option, Redacted, Scope } from "effect"
+import { type RunningService, startService } from "../../../http-adapter/test/support/harness.js"
 
 /** Encounters of the generated organization the sync tests read. */
 export const GENERATED_ENCOUNTERS = 25_000
@@ -13,9 +16,11 @@ interface FixtureKey {
   readonly expires_at: string | null
 }
 
-const exampleFixture = JSON.parse(
-  readFileSync(new URL("../../../storage-adapter/fixtures/example.fixture.json", import.meta.url), "utf8")
-) as { readonly api_keys: ReadonlyArray<FixtureKey> }
+const exampleFixtureText = readFileSync(
+  new URL("../../../storage-adapter/fixtures/example.fixture.json", import.meta.url),
+  "utf8"
+)
+const exampleFixture = JSON.parse(exampleFixtureText) as { readonly api_keys: ReadonlyArray<FixtureKey> }
 
 const keyWhere = (description: string, matches: (key: FixtureKey) => boolean): string => {
   const key = exampleFixture.api_keys.find(matches)
@@ -44,49 +49,82 @@ export interface ClientTestService {
   readonly baseUrl: string
   /** The organization of `GENERATED_ENCOUNTERS` generated encounters, and a full-access key of it. */
   readonly generated: { readonly organizationId: string; readonly token: string }
-  /** Runs statements on the service's database. */
-  readonly query: <A>(statement: (sql: postgres.Sql) => Promise<A>) => Promise<A>
+  /** Runs statements on the service's database (on a client of the test's own). */
+  readonly query: <A>(statement: (sql: Sql) => Promise<A>) => Promise<A>
   /**
-   * Another service, on a database of its own that then stops taking connections, so that
-   * key verification cannot run (503 `digest_key_unavailable`).
+   * A second service on the same database with no API-key digest key (a setting no
+   * configuration produces): key verification cannot run, 503 `digest_key_unavailable`.
    */
-  readonly startWithoutDatabase: () => Promise<{ readonly baseUrl: string; readonly close: () => Promise<void> }>
+  readonly startWithoutDigestKey: () => Promise<{ readonly baseUrl: string; readonly close: () => Promise<void> }>
   readonly close: () => Promise<void>
 }
 
-interface ExternalService {
-  readonly baseUrl: string
-  readonly databaseUrl: string
-  readonly organizationId: string
-  readonly token: string
-  /** A second service and its database. */
-  readonly unavailableBaseUrl: string
-  readonly unavailableDatabaseUrl: string
-}
+const DIGEST_KEY = "client-sdk-suite-digest-key-of-at-least-32-chars"
+
+type StorageServices = Effect.Services<ReturnType<typeof loadFixture>>
 
 /**
- * While the http-adapter's harness is being ported: a service started outside the test
- * (CLIENT_SDK_DEV_SERVICE, JSON of `ExternalService`) with the example fixture and a generated
- * organization loaded.
+ * The service as `pnpm start` builds it (the http-adapter harness's `startService`, i.e.
+ * `makeService`), on a fresh PostgreSQL database (DATABASE_URL, dropped afterwards), with the
+ * example fixture and one organization of `GENERATED_ENCOUNTERS` encounters from the
+ * storage-adapter's generator (no demo or training data, so every one is listed).
  */
 export const startClientTestService = async (): Promise<ClientTestService> => {
-  const setting = process.env["CLIENT_SDK_DEV_SERVICE"]
-  if (setting === undefined) throw new Error("CLIENT_SDK_DEV_SERVICE is not set")
-  const external = JSON.parse(setting) as ExternalService
-  const sql = postgres(external.databaseUrl, { max: 2, onnotice: () => {} })
-  return {
-    baseUrl: external.baseUrl,
-    generated: { organizationId: external.organizationId, token: external.token },
-    query: (statement) => statement(sql),
-    startWithoutDatabase: async () => {
-      const name = new URL(external.unavailableDatabaseUrl).pathname.slice(1)
-      await sql.unsafe(`ALTER DATABASE ${name} ALLOW_CONNECTIONS false`)
-      await sql`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = ${name}`
-      return {
-        baseUrl: external.unavailableBaseUrl,
-        close: async () => void (await sql.unsafe(`ALTER DATABASE ${name} ALLOW_CONNECTIONS true`))
+  const databases = await realServerDatabases()
+  if (databases === undefined) throw new Error("the client's server tests need PostgreSQL: set DATABASE_URL")
+  const scope = Effect.runSync(Scope.make())
+  const closeScope = () => Effect.runPromise(Scope.close(scope, Exit.void))
+  const started: Array<RunningService> = []
+  try {
+    const database = await Effect.runPromise(Scope.provide(databases.fresh, scope))
+    const env = {
+      DATABASE_URL: database.url,
+      DATABASE_POOL_MAX: String(database.clientOptions.maxConnections ?? 4),
+      API_KEY_DIGEST_KEY: DIGEST_KEY
+    }
+    const service = await startService(env)
+    started.push(service)
+    const run = <A, E>(effect: Effect.Effect<A, E, StorageServices>): Promise<A> =>
+      Effect.runPromise(Effect.provideContext(effect, service.context as Context.Context<StorageServices>))
+    const digestKey = Redacted.make(DIGEST_KEY)
+    await run(loadFixture(exampleFixtureText, { digestKey }))
+    // The generator's statements take seconds: a client of its own, without the bound the
+    // service puts on each statement of a request (as the CLI's generate command does).
+    const testClient = await Effect.runPromise(Scope.provide(makePgClient({ url: database.url, maxConnections: 2 }), scope))
+    const onTestClient = <A, E>(effect: Effect.Effect<A, E, PgClient>): Promise<A> =>
+      Effect.runPromise(Effect.provideService(effect, PgClient, testClient))
+    const report = await onTestClient(generateDataSet({
+      organizations: 1,
+      encounters: GENERATED_ENCOUNTERS,
+      seed: 36,
+      bigOrganizationShare: 1,
+      demoShare: 0,
+      trainingShare: 0,
+      transcriptShare: 0.1,
+      recordingShare: 0.8,
+      digestKey,
+      environment: "test"
+    }))
+    const organization = report.organizations[0]
+    if (organization === undefined) throw new Error("the generator made no organization")
+    return {
+      baseUrl: service.baseUrl,
+      generated: { organizationId: organization.organizationId, token: organization.token },
+      query: (statement) => onTestClient(testClient.run("client-test.query", statement)),
+      startWithoutDigestKey: async () => {
+        const unavailable = await startService(env, {
+          overrides: { settings: (settings) => ({ ...settings, apiKeyDigestKey: Option.none() }) }
+        })
+        return { baseUrl: unavailable.baseUrl, close: unavailable.close }
+      },
+      close: async () => {
+        await service.close()
+        await closeScope()
       }
-    },
-    close: () => sql.end({ timeout: 5 })
+    }
+  } catch (error) {
+    for (const service of started) await service.close()
+    await closeScope()
+    throw error
   }
 }
