@@ -152,7 +152,6 @@ export class ClinicalApiClient {
       // Read to the end whatever the status: an unread body keeps the connection busy.
       text = await response.text()
     } catch (cause) {
-      if (cause instanceof ApiError) throw cause
       const reason = cause instanceof Error ? cause.message : String(cause)
       throw new ApiConnectionError(`GET ${pathAndQuery.split("?")[0]} got no answer: ${reason}`, { cause })
     }
