@@ -11,7 +11,7 @@ import {
   PgClient,
   PgClientFromConfig
 } from "@clinical-api/storage-adapter"
-import { Config, type ConfigError, Console, Effect, Layer, Option, Redacted } from "effect"
+import { Config, Console, Effect, Layer, Option, Redacted } from "effect"
 import { loadServiceConfig, SANDBOX_DIGEST_KEY } from "../config.js"
 import { type CliFailure, refuse } from "./failure.js"
 
@@ -32,10 +32,10 @@ export type DatabaseTarget =
   | { readonly _tag: "EmbeddedDirectory"; readonly dataDir: string }
   | { readonly _tag: "EmbeddedInMemory" }
 
-export const databaseTarget: Effect.Effect<DatabaseTarget, ConfigError.ConfigError> = Effect.gen(function* () {
-  const databaseUrl = yield* Config.option(Config.redacted("DATABASE_URL"))
+export const databaseTarget: Effect.Effect<DatabaseTarget, Config.ConfigError> = Effect.gen(function* () {
+  const databaseUrl = yield* Config.option(Config.Redacted("DATABASE_URL"))
   if (Option.isSome(databaseUrl) && Redacted.value(databaseUrl.value).trim() !== "") return { _tag: "Server" } as const
-  const dataDir = yield* Config.option(Config.nonEmptyString("PGLITE_DATA_DIR"))
+  const dataDir = yield* Config.option(Config.NonEmptyString("PGLITE_DATA_DIR"))
   return Option.isSome(dataDir)
     ? ({ _tag: "EmbeddedDirectory", dataDir: dataDir.value } as const)
     : ({ _tag: "EmbeddedInMemory" } as const)
@@ -110,11 +110,11 @@ export interface DatabaseOptions {
 export const onDatabase = <A, E, R>(
   effect: Effect.Effect<A, E, R>,
   options: DatabaseOptions = {}
-): Effect.Effect<A, E | CliFailure | ConfigError.ConfigError | StoreUnavailable, Exclude<R, OperatorServices>> =>
-  Effect.zipRight(
+): Effect.Effect<A, E | CliFailure | Config.ConfigError | StoreUnavailable, Exclude<R, OperatorServices>> =>
+  Effect.andThen(
     requirePersistentDatabase,
     Effect.provide(
-      options.requireCurrentSchema === false ? effect : Effect.zipRight(requireCurrentSchema, effect),
+      options.requireCurrentSchema === false ? effect : Effect.andThen(requireCurrentSchema, effect),
       OperatorServicesLive
     )
   )
@@ -132,7 +132,7 @@ export interface DigestKeySetting {
  * sandbox key without one), so keys issued or loaded here work against a service started
  * with the same environment.
  */
-export const digestKeySetting: Effect.Effect<DigestKeySetting, ConfigError.ConfigError | CliFailure> = Effect.gen(
+export const digestKeySetting: Effect.Effect<DigestKeySetting, Config.ConfigError | CliFailure> = Effect.gen(
   function* () {
     const config = yield* loadServiceConfig
     if (Option.isNone(config.apiKeyDigestKey)) {

@@ -1,19 +1,19 @@
 import { OperatorStore } from "@clinical-api/storage-adapter"
-import { Command, Options } from "@effect/cli"
-import { Chunk, Console, Effect, Option, Stream } from "effect"
+import { Console, Effect, Option, Stream } from "effect"
+import { Command, Flag } from "effect/cli"
 import { parseInstant, parseOrganizationId } from "./arguments.js"
 import { onDatabase } from "./database.js"
 import { refuse } from "./failure.js"
 import { groupCommand } from "./group.js"
 
 const instantOption = (name: string, description: string) =>
-  Options.text(name).pipe(Options.optional, Options.withDescription(description))
+  Flag.String(name).pipe(Flag.optional, Flag.withDescription(description))
 
 const exportCommand = Command.make(
   "export",
   {
-    organization: Options.text("organization").pipe(
-      Options.withDescription("The organization whose disclosures are exported (an unknown one is refused).")
+    organization: Flag.String("organization").pipe(
+      Flag.withDescription("The organization whose disclosures are exported (an unknown one is refused).")
     ),
     from: instantOption(
       "from",
@@ -30,13 +30,9 @@ const exportCommand = Command.make(
         return yield* refuse("--to must be later than --from (the range is [from, to))")
       }
       yield* onDatabase(
-        Effect.flatMap(OperatorStore, (store) =>
+        OperatorStore.use((store) =>
           store.exportDisclosures({ organizationId, from, to }).pipe(
-            Stream.runForEachChunk((lines) =>
-              Chunk.isEmpty(lines)
-                ? Effect.void
-                : Console.log(Chunk.toReadonlyArray(lines).map((line) => JSON.stringify(line)).join("\n"))
-            )
+            Stream.runForEachArray((lines) => Console.log(lines.map((line) => JSON.stringify(line)).join("\n")))
           )
         )
       )

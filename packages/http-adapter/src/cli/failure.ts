@@ -1,7 +1,7 @@
 import { AudioStorageUnavailable, StoreUnavailable } from "@clinical-api/domain"
 import { FixtureRejected } from "@clinical-api/storage-adapter"
-import { ValidationError } from "@effect/cli"
-import { Cause, ConfigError, Data, Option } from "effect"
+import { Cause, Config, Data, Option, Result } from "effect"
+import { CliError } from "effect/cli"
 
 /**
  * A refusal of the command line: bad arguments, a missing database, an unknown id. It is
@@ -19,12 +19,12 @@ const causeText = (cause: unknown): string =>
   cause instanceof Error ? cause.message : hasMessage(cause) ? cause.message : String(cause)
 
 /** One line, whatever the error: a multi-line driver message would hide the exit status in noise. */
-const oneLine = (text: string) => text.replace(/\s*\n\s*/g, " ").trim()
+export const oneLine = (text: string) => text.replace(/\s*\n\s*/g, " ").trim()
 
-/** The line printed for a typed failure; `undefined` for @effect/cli's own, which it has printed. */
+/** The line printed for a typed failure; `undefined` for effect/cli's own, which its presenter has printed. */
 export const describeFailure = (error: unknown): string | undefined => {
-  if (ValidationError.isValidationError(error)) return undefined
-  if (ConfigError.isConfigError(error)) return `configuration: ${oneLine(String(error))}`
+  if (CliError.isCliError(error)) return undefined
+  if (error instanceof Config.ConfigError) return `configuration: ${oneLine(error.message)}`
   if (error instanceof StoreUnavailable) {
     return `the database failed during ${error.operation}: ${oneLine(causeText(error.cause))}`
   }
@@ -37,9 +37,9 @@ export const describeFailure = (error: unknown): string | undefined => {
 
 /** The line for any failed run, or `undefined` when nothing is left to say (help was printed, or ^C). */
 export const describeCause = (cause: Cause.Cause<unknown>): string | undefined => {
-  const failure = Cause.failureOption(cause)
+  const failure = Cause.findErrorOption(cause)
   if (Option.isSome(failure)) return describeFailure(failure.value)
-  const defect = Cause.dieOption(cause)
-  if (Option.isSome(defect)) return `unexpected failure: ${oneLine(causeText(defect.value))}`
-  return Cause.isInterruptedOnly(cause) ? undefined : oneLine(Cause.pretty(cause))
+  const defect = Cause.findDefect(cause)
+  if (Result.isSuccess(defect)) return `unexpected failure: ${oneLine(causeText(defect.success))}`
+  return Cause.hasInterruptsOnly(cause) ? undefined : oneLine(Cause.pretty(cause))
 }

@@ -1,13 +1,12 @@
 import { loadFixture } from "@clinical-api/storage-adapter"
-import { Args, Command } from "@effect/cli"
-import { FileSystem } from "@effect/platform"
-import { Console, Effect } from "effect"
+import { Console, Effect, FileSystem } from "effect"
+import { Argument, Command } from "effect/cli"
 import { digestKeySetting, onDatabase, sandboxKeyNote } from "./database.js"
 import { refuse } from "./failure.js"
 import { groupCommand } from "./group.js"
 
-const fileArgument = Args.text({ name: "FILE" }).pipe(
-  Args.withDescription("A fixture in the clinical-encounter-fixture/v1 format (JSON).")
+const fileArgument = Argument.String("FILE").pipe(
+  Argument.withDescription("A fixture in the clinical-encounter-fixture/v1 format (JSON).")
 )
 
 export const fixturesLoadCommand = Command.make("load", { file: fileArgument }, ({ file }) =>

@@ -1,15 +1,15 @@
 import { defaultGenerateOptions, generateDataSet } from "@clinical-api/storage-adapter"
-import { Command, Options } from "@effect/cli"
 import { Console, Effect } from "effect"
+import { Command, Flag } from "effect/cli"
 import { digestKeySetting, onDatabase, sandboxKeyNote } from "./database.js"
 import { refuse } from "./failure.js"
 import { printJsonLine } from "./output.js"
 
 const count = (name: string, fallback: number, description: string) =>
-  Options.integer(name).pipe(Options.withDefault(fallback), Options.withDescription(description))
+  Flag.Int(name).pipe(Flag.withDefault(fallback), Flag.withDescription(description))
 
 const fraction = (name: string, fallback: number, description: string) =>
-  Options.float(name).pipe(Options.withDefault(fallback), Options.withDescription(description))
+  Flag.Finite(name).pipe(Flag.withDefault(fallback), Flag.withDescription(description))
 
 const inRange = (option: string, value: number, min: number, max: number) =>
   Number.isFinite(value) && value >= min && value <= max

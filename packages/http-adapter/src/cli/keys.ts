@@ -1,7 +1,7 @@
 import { ApiKeyKind, scopes as allScopes } from "@clinical-api/domain"
 import { type ApiKeyListing, OperatorStore } from "@clinical-api/storage-adapter"
-import { Args, Command, Options } from "@effect/cli"
 import { Clock, Console, Effect, Option } from "effect"
+import { Argument, Command, Flag } from "effect/cli"
 import {
   nonEmptyText,
   parseApiKeyId,
@@ -14,9 +14,9 @@ import {
 import { digestKeySetting, onDatabase, sandboxKeyNote } from "./database.js"
 import { refuse } from "./failure.js"
 import { groupCommand } from "./group.js"
-import { apiKeyJson, jsonOption, printJsonLine, printList } from "./output.js"
+import { apiKeyJson, jsonOption, printJsonLine, printList, switchFlag } from "./output.js"
 
-const keyArgument = Args.text({ name: "KEY_ID" }).pipe(Args.withDescription("The API key's id (as `keys list` shows it)."))
+const keyArgument = Argument.String("KEY_ID").pipe(Argument.withDescription("The API key's id (as `keys list` shows it)."))
 
 const now = Effect.map(Clock.currentTimeMillis, (millis) => new Date(millis))
 
@@ -25,30 +25,30 @@ const printKey = (key: ApiKeyListing) => Effect.flatMap(now, (at) => printJsonLi
 const issueCommand = Command.make(
   "issue",
   {
-    organization: Options.text("organization").pipe(Options.withDescription("The organization the key belongs to.")),
-    scopes: Options.text("scopes").pipe(
-      Options.withDescription(`Comma-separated scopes, at least one of ${allScopes.join(", ")}.`)
+    organization: Flag.String("organization").pipe(Flag.withDescription("The organization the key belongs to.")),
+    scopes: Flag.String("scopes").pipe(
+      Flag.withDescription(`Comma-separated scopes, at least one of ${allScopes.join(", ")}.`)
     ),
-    kind: Options.text("kind").pipe(
-      Options.withDefault("organization"),
-      Options.withDescription(
+    kind: Flag.String("kind").pipe(
+      Flag.withDefault("organization"),
+      Flag.withDescription(
         `${ApiKeyKind.literals.join(", ")} (default organization). Only organization keys are accepted by the ` +
           "public API; the others get 403 org_scope_only_required."
       )
     ),
-    environment: Options.text("environment").pipe(
-      Options.optional,
-      Options.withDescription(
+    environment: Flag.String("environment").pipe(
+      Flag.optional,
+      Flag.withDescription(
         "live (a ce_live_ token) or test (ce_test_). Default: live when PUBLIC_API_ENVIRONMENT=production, test in " +
           "the sandbox. A production service refuses test keys, so they are refused here too."
       )
     ),
-    label: Options.text("label").pipe(Options.optional, Options.withDescription("A note for operators (who holds the key).")),
-    expiresAt: Options.text("expires-at").pipe(
-      Options.optional,
-      Options.withDescription("When the key stops working: an RFC 3339 date-time with offset, in the future. Default: never.")
+    label: Flag.String("label").pipe(Flag.optional, Flag.withDescription("A note for operators (who holds the key).")),
+    expiresAt: Flag.String("expires-at").pipe(
+      Flag.optional,
+      Flag.withDescription("When the key stops working: an RFC 3339 date-time with offset, in the future. Default: never.")
     ),
-    json: Options.boolean("json").pipe(Options.withDescription("Print the key and its token as one JSON object."))
+    json: switchFlag("json", "Print the key and its token as one JSON object.")
   },
   (input) =>
     Effect.gen(function* () {
@@ -80,7 +80,7 @@ const issueCommand = Command.make(
         )
       }
       const issued = yield* onDatabase(
-        Effect.flatMap(OperatorStore, (store) =>
+        OperatorStore.use((store) =>
           store.issueApiKey({ organizationId, scopes, kind, label, expiresAt, environment, digestKey })
         )
       )
@@ -107,9 +107,9 @@ const issueCommand = Command.make(
 const listCommand = Command.make(
   "list",
   {
-    organization: Options.text("organization").pipe(
-      Options.optional,
-      Options.withDescription("Only this organization's keys (an unknown organization is refused).")
+    organization: Flag.String("organization").pipe(
+      Flag.optional,
+      Flag.withDescription("Only this organization's keys (an unknown organization is refused).")
     ),
     json: jsonOption
   },
@@ -120,7 +120,7 @@ const listCommand = Command.make(
         onSome: (text) => parseOrganizationId(text, "--organization")
       })
       const keys = yield* onDatabase(
-        Effect.flatMap(OperatorStore, (store) =>
+        OperatorStore.use((store) =>
           store.listApiKeys(organizationId === undefined ? {} : { organizationId })
         )
       )
@@ -155,7 +155,7 @@ const stateCommand = (name: "disable" | "enable" | "revoke", description: string
     Effect.gen(function* () {
       const apiKeyId = yield* parseApiKeyId(key)
       const updated = yield* onDatabase(
-        Effect.flatMap(OperatorStore, (store) =>
+        OperatorStore.use((store) =>
           name === "disable"
             ? store.disableApiKey(apiKeyId)
             : name === "enable"
@@ -171,11 +171,11 @@ const setExpiryCommand = Command.make(
   "set-expiry",
   {
     key: keyArgument,
-    at: Options.text("at").pipe(
-      Options.optional,
-      Options.withDescription("The new expiry: an RFC 3339 date-time with offset (a past one expires the key at once).")
+    at: Flag.String("at").pipe(
+      Flag.optional,
+      Flag.withDescription("The new expiry: an RFC 3339 date-time with offset (a past one expires the key at once).")
     ),
-    never: Options.boolean("never").pipe(Options.withDescription("Remove the expiry."))
+    never: switchFlag("never", "Remove the expiry.")
   },
   ({ at, key, never }) =>
     Effect.gen(function* () {
@@ -184,7 +184,7 @@ const setExpiryCommand = Command.make(
       if (Option.isNone(at) && !never) return yield* refuse("give either --at T (an RFC 3339 date-time) or --never")
       const expiresAt = Option.isSome(at) ? yield* parseInstant("--at", at.value) : null
       const updated = yield* onDatabase(
-        Effect.flatMap(OperatorStore, (store) => store.setApiKeyExpiry(apiKeyId, expiresAt))
+        OperatorStore.use((store) => store.setApiKeyExpiry(apiKeyId, expiresAt))
       )
       yield* printKey(updated)
     })

@@ -1,6 +1,6 @@
 import { migrate, migrations } from "@clinical-api/storage-adapter"
-import { Command } from "@effect/cli"
 import { Console, Effect } from "effect"
+import { Command } from "effect/cli"
 import { onDatabase } from "./database.js"
 
 const nameOf = (version: number) =>

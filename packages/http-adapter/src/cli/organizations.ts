@@ -1,15 +1,15 @@
 import { operationIds } from "@clinical-api/domain"
 import { OperatorStore } from "@clinical-api/storage-adapter"
-import { Args, Command, Options } from "@effect/cli"
 import { Effect } from "effect"
+import { Argument, Command, Flag } from "effect/cli"
 import { nonEmptyText, parseOperationId, parseOrganizationId } from "./arguments.js"
 import { onDatabase } from "./database.js"
 import { groupCommand } from "./group.js"
-import { jsonOption, organizationJson, printJsonLine, printList } from "./output.js"
+import { jsonOption, organizationJson, printJsonLine, printList, switchFlag } from "./output.js"
 
-const organizationArgument = Args.text({ name: "ORGANIZATION_ID" }).pipe(Args.withDescription("The organization's id."))
-const operationArgument = Args.text({ name: "OPERATION" }).pipe(
-  Args.withDescription(`The route, by operationId: ${operationIds.join(", ")}.`)
+const organizationArgument = Argument.String("ORGANIZATION_ID").pipe(Argument.withDescription("The organization's id."))
+const operationArgument = Argument.String("OPERATION").pipe(
+  Argument.withDescription(`The route, by operationId: ${operationIds.join(", ")}.`)
 )
 
 const printedOrganization = "Prints the organization as one JSON object."
@@ -17,18 +17,16 @@ const printedOrganization = "Prints the organization as one JSON object."
 const createCommand = Command.make(
   "create",
   {
-    id: Options.text("id").pipe(Options.withDescription("The new organization's id (opaque; shown to partners).")),
-    name: Options.text("name").pipe(Options.withDescription("Its display name.")),
-    approved: Options.boolean("approved").pipe(
-      Options.withDescription("Approve (allowlist) it for the public API at once; by default it is not approved.")
-    )
+    id: Flag.String("id").pipe(Flag.withDescription("The new organization's id (opaque; shown to partners).")),
+    name: Flag.String("name").pipe(Flag.withDescription("Its display name.")),
+    approved: switchFlag("approved", "Approve (allowlist) it for the public API at once; by default it is not approved.")
   },
   ({ approved, id, name }) =>
     Effect.gen(function* () {
       const organizationId = yield* parseOrganizationId(id, "--id")
       const displayName = yield* nonEmptyText("--name", name)
       const organization = yield* onDatabase(
-        Effect.flatMap(OperatorStore, (store) => store.createOrganization({ organizationId, name: displayName, approved }))
+        OperatorStore.use((store) => store.createOrganization({ organizationId, name: displayName, approved }))
       )
       yield* printJsonLine(organizationJson(organization))
     })
@@ -43,7 +41,7 @@ const approvalCommand = (name: "approve" | "unapprove", description: string) =>
     Effect.gen(function* () {
       const organizationId = yield* parseOrganizationId(organization)
       const updated = yield* onDatabase(
-        Effect.flatMap(OperatorStore, (store) =>
+        OperatorStore.use((store) =>
           name === "approve" ? store.approveOrganization(organizationId) : store.unapproveOrganization(organizationId)
         )
       )
@@ -57,7 +55,7 @@ const routeCommand = (name: "enable-route" | "disable-route", description: strin
       const organizationId = yield* parseOrganizationId(organization)
       const route = yield* parseOperationId(operation)
       const updated = yield* onDatabase(
-        Effect.flatMap(OperatorStore, (store) =>
+        OperatorStore.use((store) =>
           name === "enable-route" ? store.enableRoute(organizationId, route) : store.disableRoute(organizationId, route)
         )
       )
@@ -67,7 +65,7 @@ const routeCommand = (name: "enable-route" | "disable-route", description: strin
 
 const listCommand = Command.make("list", { json: jsonOption }, ({ json }) =>
   Effect.gen(function* () {
-    const organizations = yield* onDatabase(Effect.flatMap(OperatorStore, (store) => store.listOrganizations()))
+    const organizations = yield* onDatabase(OperatorStore.use((store) => store.listOrganizations()))
     yield* printList(organizations, {
       json,
       toJson: organizationJson,

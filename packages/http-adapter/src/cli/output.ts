@@ -1,7 +1,7 @@
 import type { OrganizationRecord } from "@clinical-api/domain"
 import type { ApiKeyListing } from "@clinical-api/storage-adapter"
-import { Options } from "@effect/cli"
 import { Console, Effect } from "effect"
+import { Flag } from "effect/cli"
 
 /**
  * What the commands print on stdout: records as JSON objects with the snake_case field names
@@ -9,9 +9,11 @@ import { Console, Effect } from "effect"
  * aligned table unless `--json` asks for JSON Lines. Notes and warnings go to stderr.
  */
 
-export const jsonOption = Options.boolean("json").pipe(
-  Options.withDescription("Print JSON Lines (one object per line) instead of a table.")
-)
+/** An off-by-default switch (effect/cli requires a boolean flag that has no default). */
+export const switchFlag = (name: string, description: string) =>
+  Flag.Boolean(name).pipe(Flag.withDefault(false), Flag.withDescription(description))
+
+export const jsonOption = switchFlag("json", "Print JSON Lines (one object per line) instead of a table.")
 
 export const printJsonLine = (value: unknown) => Console.log(JSON.stringify(value))
 

@@ -4,14 +4,14 @@ import { runCli } from "./root.js"
 
 /**
  * The whole command line for one `argv` (as `process.argv`: runtime and script first):
- * parse, run, and on failure print one `error: ...` line on stderr (@effect/cli prints its
- * own argument errors, so those are not repeated). It fails exactly when the exit status
- * must be non-zero. main.ts runs it with the Node context; tests run it in-process too.
+ * parse, run, and on failure print one `error: ...` line on stderr (effect/cli's presenter
+ * prints its own argument errors, so those are not repeated). It fails exactly when the exit
+ * status must be non-zero. main.ts runs it with the Node services; tests run it in-process too.
  */
 export const cliProgram = (argv: ReadonlyArray<string>) =>
   runCli(argv).pipe(
-    Effect.tapErrorCause((cause) => {
+    Effect.tapCause((cause) => {
       const line = describeCause(cause)
-      return line === undefined || Cause.isInterruptedOnly(cause) ? Effect.void : Console.error(`error: ${line}`)
+      return line === undefined || Cause.hasInterruptsOnly(cause) ? Effect.void : Console.error(`error: ${line}`)
     })
   )

@@ -1,4 +1,5 @@
-import { Command } from "@effect/cli"
+import { Effect } from "effect"
+import { CliOutput, Command } from "effect/cli"
 import { DATABASE_HELP } from "./database.js"
 import { disclosuresCommand } from "./disclosures.js"
 import { fixturesCommand } from "./fixtures.js"
@@ -7,6 +8,7 @@ import { groupCommand } from "./group.js"
 import { keysCommand } from "./keys.js"
 import { migrateCommand } from "./migrate.js"
 import { organizationsCommand } from "./organizations.js"
+import { makePresenter } from "./presenter.js"
 import { webhooksCommand } from "./webhooks.js"
 
 /**
@@ -27,4 +29,8 @@ export const rootCommand = groupCommand(
 export const CLI_VERSION = "0.1.0"
 
 /** Parses `argv` (as `process.argv`: runtime and script first) and runs the command. */
-export const runCli = Command.run(rootCommand, { name: "clinical-api", version: CLI_VERSION })
+export const runCli = (argv: ReadonlyArray<string>) =>
+  Effect.flatMap(Effect.context<Command.Environment>(), (environment) =>
+    Command.runWith(rootCommand, { version: CLI_VERSION })(argv.slice(2)).pipe(
+      Effect.provideService(CliOutput.Presenter, makePresenter(rootCommand, CLI_VERSION, environment))
+    ))

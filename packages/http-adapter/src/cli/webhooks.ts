@@ -26,13 +26,13 @@ import {
   webhookWorkerConfig,
   type WebhookWorkerSettings
 } from "@clinical-api/webhook-adapter"
-import { Args, Command, Options } from "@effect/cli"
 import { Console, Effect, Layer, Option, Schema } from "effect"
+import { Argument, Command, Flag } from "effect/cli"
 import { nonEmptyText, parseOrganizationId } from "./arguments.js"
 import { onDatabase } from "./database.js"
 import { type CliFailure, refuse } from "./failure.js"
 import { groupCommand } from "./group.js"
-import { jsonOption, printJsonLine, printList } from "./output.js"
+import { jsonOption, printJsonLine, printList, switchFlag } from "./output.js"
 
 /**
  * `webhooks ...`: subscriptions, readiness, activation and revocation, secrets, deliveries,
@@ -135,17 +135,17 @@ const attemptReportJson = (report: AttemptReport) => ({
   worker_id: report.workerId
 })
 
-const subscriptionArgument = Args.text({ name: "SUBSCRIPTION_ID" }).pipe(
-  Args.withDescription("The subscription's id (as `webhooks subscriptions list` shows it).")
+const subscriptionArgument = Argument.String("SUBSCRIPTION_ID").pipe(
+  Argument.withDescription("The subscription's id (as `webhooks subscriptions list` shows it).")
 )
-const deliveryArgument = Args.text({ name: "DELIVERY_ID" }).pipe(
-  Args.withDescription("The delivery's id (as `webhooks deliveries list` shows it).")
+const deliveryArgument = Argument.String("DELIVERY_ID").pipe(
+  Argument.withDescription("The delivery's id (as `webhooks deliveries list` shows it).")
 )
-const itemArgument = Args.text({ name: "ITEM" }).pipe(
-  Args.withDescription(`A readiness item: ${WEBHOOK_READINESS_ITEMS.join(", ")}.`)
+const itemArgument = Argument.String("ITEM").pipe(
+  Argument.withDescription(`A readiness item: ${WEBHOOK_READINESS_ITEMS.join(", ")}.`)
 )
-const byOption = Options.text("by").pipe(Options.withDescription("Who makes the change (recorded as provenance)."))
-const reasonOption = Options.text("reason").pipe(Options.withDescription("Why (recorded as provenance)."))
+const byOption = Flag.String("by").pipe(Flag.withDescription("Who makes the change (recorded as provenance)."))
+const reasonOption = Flag.String("reason").pipe(Flag.withDescription("Why (recorded as provenance)."))
 
 const secretWarning = Console.error(
   "warning: the signing secret is shown this once and never again: give it to the receiver now (RECEIVER_SECRETS)"
@@ -156,14 +156,14 @@ const secretWarning = Console.error(
 const createCommand = Command.make(
   "create",
   {
-    organization: Options.text("organization").pipe(Options.withDescription("The organization whose events it receives.")),
-    url: Options.text("url").pipe(
-      Options.withDescription(
+    organization: Flag.String("organization").pipe(Flag.withDescription("The organization whose events it receives.")),
+    url: Flag.String("url").pipe(
+      Flag.withDescription(
         "The receiver endpoint. In production: https, and no loopback, private, link-local or metadata address after DNS resolution; the sandbox also allows http and loopback."
       )
     ),
-    by: Options.text("by").pipe(Options.optional, Options.withDescription("Who creates it (recorded in revision 1).")),
-    json: Options.boolean("json").pipe(Options.withDescription("Print the subscription and its secret as one JSON object."))
+    by: Flag.String("by").pipe(Flag.optional, Flag.withDescription("Who creates it (recorded in revision 1).")),
+    json: switchFlag("json", "Print the subscription and its secret as one JSON object.")
   },
   (input) =>
     Effect.gen(function* () {
@@ -178,7 +178,7 @@ const createCommand = Command.make(
         )
       }
       const created = yield* onWebhooks(
-        Effect.flatMap(WebhookOperatorStore, (store) => store.createSubscription({ organizationId, endpointUrl, createdBy }))
+        WebhookOperatorStore.use((store) => store.createSubscription({ organizationId, endpointUrl, createdBy }))
       )
       yield* secretWarning
       if (input.json) {
@@ -197,14 +197,14 @@ const createCommand = Command.make(
 const listCommand = Command.make(
   "list",
   {
-    organization: Options.text("organization").pipe(Options.optional, Options.withDescription("Only this organization's subscriptions.")),
+    organization: Flag.String("organization").pipe(Flag.optional, Flag.withDescription("Only this organization's subscriptions.")),
     json: jsonOption
   },
   ({ json, organization }) =>
     Effect.gen(function* () {
       const organizationId = Option.isSome(organization) ? yield* parseOrganizationId(organization.value, "--organization") : undefined
       const subscriptions = yield* onWebhooks(
-        Effect.flatMap(WebhookOperatorStore, (store) =>
+        WebhookOperatorStore.use((store) =>
           store.listSubscriptions(organizationId === undefined ? {} : { organizationId })
         )
       )
@@ -228,7 +228,7 @@ const listCommand = Command.make(
 const showSubscriptionCommand = Command.make("show", { subscription: subscriptionArgument }, ({ subscription }) =>
   Effect.gen(function* () {
     const subscriptionId = yield* parseSubscriptionId(subscription)
-    const shown = yield* onWebhooks(Effect.flatMap(WebhookOperatorStore, (store) => store.getSubscription(subscriptionId)))
+    const shown = yield* onWebhooks(WebhookOperatorStore.use((store) => store.getSubscription(subscriptionId)))
     yield* printJsonLine({
       ...subscriptionJson(shown.subscription),
       revisions: shown.revisions.map((revision) => ({
@@ -253,7 +253,7 @@ const activateCommand = Command.make(
       const by = yield* nonEmptyText("--by", input.by)
       const reason = yield* nonEmptyText("--reason", input.reason)
       const active = yield* onWebhooks(
-        Effect.flatMap(WebhookOperatorStore, (store) => store.activate({ subscriptionId, by, reason }))
+        WebhookOperatorStore.use((store) => store.activate({ subscriptionId, by, reason }))
       )
       yield* printJsonLine(subscriptionJson(active))
     })
@@ -276,7 +276,7 @@ const readinessChangeCommand = (name: "confirm" | "unconfirm", description: stri
     {
       subscription: subscriptionArgument,
       item: itemArgument,
-      by: Options.text("by").pipe(Options.optional, Options.withDescription("Who makes the change (recorded in the revision)."))
+      by: Flag.String("by").pipe(Flag.optional, Flag.withDescription("Who makes the change (recorded in the revision)."))
     },
     (input) =>
       Effect.gen(function* () {
@@ -284,7 +284,7 @@ const readinessChangeCommand = (name: "confirm" | "unconfirm", description: stri
         const item = yield* parseReadinessItem(input.item)
         const by = Option.isSome(input.by) ? yield* nonEmptyText("--by", input.by.value) : null
         const updated = yield* onWebhooks(
-          Effect.flatMap(WebhookOperatorStore, (store) =>
+          WebhookOperatorStore.use((store) =>
             store.setReadiness({ subscriptionId, item, confirmed: name === "confirm", by })
           )
         )
@@ -301,7 +301,7 @@ const revokeCommand = Command.make(
       const by = yield* nonEmptyText("--by", input.by)
       const reason = yield* nonEmptyText("--reason", input.reason)
       const revoked = yield* onWebhooks(
-        Effect.flatMap(WebhookOperatorStore, (store) => store.revokeReadiness({ subscriptionId, by, reason }))
+        WebhookOperatorStore.use((store) => store.revokeReadiness({ subscriptionId, by, reason }))
       )
       yield* printJsonLine({
         ...subscriptionJson(revoked.subscription),
@@ -339,7 +339,7 @@ const readinessCommand = groupCommand(
 const rotateCommand = Command.make("rotate", { subscription: subscriptionArgument }, ({ subscription }) =>
   Effect.gen(function* () {
     const subscriptionId = yield* parseSubscriptionId(subscription)
-    const secret = yield* onWebhooks(Effect.flatMap(WebhookOperatorStore, (store) => store.rotateSecret(subscriptionId)))
+    const secret = yield* onWebhooks(WebhookOperatorStore.use((store) => store.rotateSecret(subscriptionId)))
     yield* secretWarning
     yield* Console.error("note: the sender signs with this newest secret from now on; receivers should accept both until they switch")
     yield* Console.log(`subscription_id: ${subscriptionId}\nsecret: ${secret}`)
@@ -353,10 +353,10 @@ const secretsCommand = groupCommand("secrets", "Rotate webhook signing secrets."
 const deliveriesListCommand = Command.make(
   "list",
   {
-    subscription: Options.text("subscription").pipe(Options.optional, Options.withDescription("Only this subscription's deliveries.")),
-    state: Options.text("state").pipe(
-      Options.optional,
-      Options.withDescription(`Only deliveries in this state: ${WebhookDeliveryState.literals.join(", ")}.`)
+    subscription: Flag.String("subscription").pipe(Flag.optional, Flag.withDescription("Only this subscription's deliveries.")),
+    state: Flag.String("state").pipe(
+      Flag.optional,
+      Flag.withDescription(`Only deliveries in this state: ${WebhookDeliveryState.literals.join(", ")}.`)
     ),
     json: jsonOption
   },
@@ -367,7 +367,7 @@ const deliveriesListCommand = Command.make(
         : undefined
       const state = Option.isSome(input.state) ? yield* parseDeliveryState(input.state.value) : undefined
       const deliveries = yield* onWebhooks(
-        Effect.flatMap(WebhookOperatorStore, (store) =>
+        WebhookOperatorStore.use((store) =>
           store.listDeliveries({
             ...(subscriptionId === undefined ? {} : { subscriptionId }),
             ...(state === undefined ? {} : { state })
@@ -395,7 +395,7 @@ const deliveriesListCommand = Command.make(
 const deliveriesShowCommand = Command.make("show", { delivery: deliveryArgument }, ({ delivery }) =>
   Effect.gen(function* () {
     const deliveryId = yield* parseDeliveryId(delivery)
-    const shown = yield* onWebhooks(Effect.flatMap(WebhookOperatorStore, (store) => store.showDelivery(deliveryId)))
+    const shown = yield* onWebhooks(WebhookOperatorStore.use((store) => store.showDelivery(deliveryId)))
     yield* printJsonLine({ ...deliveryJson(shown.delivery), attempts: shown.attempts.map(attemptJson) })
   })
 ).pipe(
@@ -407,7 +407,7 @@ const deliveriesShowCommand = Command.make("show", { delivery: deliveryArgument 
 const redeliverCommand = Command.make("redeliver", { delivery: deliveryArgument }, ({ delivery }) =>
   Effect.gen(function* () {
     const deliveryId = yield* parseDeliveryId(delivery)
-    const redelivered = yield* onWebhooks(Effect.flatMap(WebhookOperatorStore, (store) => store.redeliver(deliveryId)))
+    const redelivered = yield* onWebhooks(WebhookOperatorStore.use((store) => store.redeliver(deliveryId)))
     yield* printJsonLine(deliveryJson(redelivered))
   })
 ).pipe(
@@ -457,8 +457,8 @@ const sendTestCommand = Command.make("send-test", { subscription: subscriptionAr
 const publishCommand = Command.make(
   "publish",
   {
-    encounter: Options.text("encounter").pipe(Options.withDescription("The encounter id.")),
-    document: Options.text("document").pipe(Options.withDescription("The document id (of that encounter, with a final transcript)."))
+    encounter: Flag.String("encounter").pipe(Flag.withDescription("The encounter id.")),
+    document: Flag.String("document").pipe(Flag.withDescription("The document id (of that encounter, with a final transcript)."))
   },
   (input) =>
     Effect.gen(function* () {
@@ -485,10 +485,10 @@ const publishCommand = Command.make(
 const workerCommand = Command.make(
   "worker",
   {
-    once: Options.boolean("once").pipe(Options.withDescription("Attempt what is due now, then exit (deliveries rescheduled for later are left).")),
-    concurrency: Options.integer("concurrency").pipe(
-      Options.optional,
-      Options.withDescription("Deliveries in flight at once (default WEBHOOK_WORKER_CONCURRENCY, or 4).")
+    once: switchFlag("once", "Attempt what is due now, then exit (deliveries rescheduled for later are left)."),
+    concurrency: Flag.Int("concurrency").pipe(
+      Flag.optional,
+      Flag.withDescription("Deliveries in flight at once (default WEBHOOK_WORKER_CONCURRENCY, or 4).")
     )
   },
   (input) =>
