@@ -42,7 +42,7 @@ const worker = (overrides: Partial<DeliveryWorkerOptions> = {}): DeliveryWorkerO
 /** Runs the worker loop until `deliveryId` reaches a terminal state, then stops it. */
 const workUntilDone = (deliveryId: WebhookDeliveryId, options: DeliveryWorkerOptions = worker(), timeoutMs = 15_000) =>
   Effect.gen(function* () {
-    const running = yield* Effect.fork(runDeliveryWorker(options))
+    const running = yield* Effect.forkChild(runDeliveryWorker(options))
     const shown = yield* eventually(
       Effect.map(showDelivery(deliveryId), (shown) =>
         ["succeeded", "failed", "cancelled"].includes(shown.delivery.state) ? shown : undefined
@@ -196,7 +196,7 @@ if (adminUrl === "") {
         yield* setEndpoint(subscriptionId, receiver.url)
         yield* publishOne(organizationId)
         const delivery = yield* onlyDelivery(subscriptionId)
-        const pass = yield* Effect.fork(runDeliveryPass(worker()))
+        const pass = yield* Effect.forkChild(runDeliveryPass(worker()))
         yield* eventually(Effect.sync(() => (entered.value ? true : undefined)), 5000, "the send to be in flight")
         expect((yield* showDelivery(delivery.deliveryId)).delivery.state).toBe("sending")
         const store = yield* WebhookOperatorStore
@@ -256,6 +256,6 @@ if (adminUrl === "") {
 
 /** Points a subscription at `url` (the receiver's port is known only once it listens). */
 const setEndpoint = (subscriptionId: string, url: string) =>
-  Effect.flatMap(PgClient, (client) =>
+  PgClient.use((client) =>
     client.run("test.setEndpoint", (sql) => sql`UPDATE webhook_subscriptions SET endpoint_url = ${url} WHERE subscription_id = ${subscriptionId}`)
   )

@@ -26,7 +26,7 @@ import {
 } from "@clinical-api/storage-adapter"
 import { serverDatabases } from "@clinical-api/storage-adapter/testing"
 import { makeIdempotencyStoreMemory, makeWebhookRequestHandler } from "@clinical-api/webhook-adapter"
-import { Duration, Effect, Either, Layer } from "effect"
+import { Duration, Effect, Layer, Result } from "effect"
 
 /**
  * Shared pieces of the webhook end-to-end tests: a fresh migrated database per test with the
@@ -47,7 +47,7 @@ const servicesOn = <E>(database: Layer.Layer<PgClient, E>) =>
 /** Everything on one fresh database (dropped when the layer is released). */
 export const webhookStack = (options: { readonly maxConnections?: number } = {}) =>
   servicesOn(
-    Layer.scoped(
+    Layer.effect(
       PgClient,
       Effect.flatMap(serverDatabases(adminUrl).fresh, (db) => makePgClient({ url: db.url, maxConnections: options.maxConnections ?? 8 }))
     )
@@ -55,7 +55,7 @@ export const webhookStack = (options: { readonly maxConnections?: number } = {})
 
 /** Everything on the database at `url` (which the caller creates and drops). */
 export const webhookStackOn = (url: string, maxConnections = 8) =>
-  servicesOn(Layer.scoped(PgClient, makePgClient({ url, maxConnections })))
+  servicesOn(Layer.effect(PgClient, makePgClient({ url, maxConnections })))
 
 export const unique = (prefix: string) => `${prefix}_${randomBytes(5).toString("hex")}`
 
@@ -63,7 +63,7 @@ export const unique = (prefix: string) => `${prefix}_${randomBytes(5).toString("
 export const activeSubscription = (url: string) =>
   Effect.gen(function* () {
     const organizationId = OrganizationId.make(unique("org"))
-    yield* Effect.flatMap(OperatorStore, (store) => store.createOrganization({ organizationId, name: "Receiver org" }))
+    yield* OperatorStore.use((store) => store.createOrganization({ organizationId, name: "Receiver org" }))
     const store = yield* WebhookOperatorStore
     const { secret, subscription } = yield* store.createSubscription({ organizationId, endpointUrl: url })
     for (const item of WEBHOOK_READINESS_ITEMS) {
@@ -74,7 +74,7 @@ export const activeSubscription = (url: string) =>
   })
 
 export const publishOne = (organizationId: OrganizationId) =>
-  Effect.flatMap(TranscriptReadyPublisher, (publisher) =>
+  TranscriptReadyPublisher.use((publisher) =>
     publisher.publish({
       organizationId,
       encounterId: EncounterId.make(unique("enc")),
@@ -83,10 +83,10 @@ export const publishOne = (organizationId: OrganizationId) =>
   )
 
 export const deliveriesOf = (subscriptionId: WebhookSubscriptionId) =>
-  Effect.flatMap(WebhookOperatorStore, (store) => store.listDeliveries({ subscriptionId }))
+  WebhookOperatorStore.use((store) => store.listDeliveries({ subscriptionId }))
 
 export const showDelivery = (deliveryId: WebhookDeliveryId) =>
-  Effect.flatMap(WebhookOperatorStore, (store) => store.showDelivery(deliveryId))
+  WebhookOperatorStore.use((store) => store.showDelivery(deliveryId))
 
 /** Polls `check` until it returns a value, every 25 ms, failing after `timeoutMs`. */
 export const eventually = <A, E, R>(check: Effect.Effect<A | undefined, E, R>, timeoutMs = 10_000, what = "condition") =>
@@ -183,7 +183,7 @@ export const startReceiver = (input: {
       return
     }
     void readBody(req).then((body) => {
-      const verified = Either.isRight(verifyWebhookOrEndpointTest({ rawBody: body, headers: req.headers, secrets: [input.secret] }))
+      const verified = Result.isSuccess(verifyWebhookOrEndpointTest({ rawBody: body, headers: req.headers, secrets: [input.secret] }))
       received.push({ ...seen, body, verified })
       if (answer === "hang") {
         hung.push(res)
@@ -224,4 +224,4 @@ export const closedPortUrl = (): Promise<string> =>
   })
 
 /** What `webhookStack` / `webhookStackOn` provide. */
-export type WebhookServices = Layer.Layer.Success<ReturnType<typeof webhookStackOn>>
+export type WebhookServices = Layer.Success<ReturnType<typeof webhookStackOn>>

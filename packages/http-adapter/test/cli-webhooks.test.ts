@@ -38,12 +38,12 @@ const onStore = <A, E>(database: CliDatabase, effect: Effect.Effect<A, E, Webhoo
   Effect.runPromise(Effect.scoped(Effect.provide(effect, webhookStackOn(database.env["DATABASE_URL"] ?? "", 4))))
 
 const setEndpoint = (subscriptionId: string, url: string) =>
-  Effect.flatMap(PgClient, (client) =>
+  PgClient.use((client) =>
     client.run("test.setEndpoint", (sql) => sql`UPDATE webhook_subscriptions SET endpoint_url = ${url} WHERE subscription_id = ${subscriptionId}`)
   )
 
 const deliveryStates = (subscriptionId: string) =>
-  Effect.flatMap(PgClient, (client) =>
+  PgClient.use((client) =>
     client.run(
       "test.states",
       (sql) => sql<Array<{ state: string; n: number }>>`
@@ -261,7 +261,7 @@ if (adminUrl === "") {
       expect((await run(database, ["webhooks", "subscriptions", "activate", subscription, "--by", "a", "--reason", "r"])).code).toBe(0)
       const event = await onStore(
         database,
-        Effect.flatMap(WebhookOutbox, (outbox) =>
+        WebhookOutbox.use((outbox) =>
           outbox.publishTranscriptReady({
             eventId: WebhookEventId.make(unique("evt")),
             organizationId: OrganizationId.make("org_lakeside"),
@@ -335,7 +335,7 @@ if (adminUrl === "") {
       })
       const published = await onStore(
         database,
-        Effect.flatMap(WebhookOutbox, (outbox) =>
+        WebhookOutbox.use((outbox) =>
           outbox.publishTranscriptReady({
             eventId: WebhookEventId.make(unique("evt")),
             organizationId,
@@ -363,7 +363,7 @@ if (adminUrl === "") {
       expect(receiver.received.map((r) => r.deliveryId)).toEqual([receiver.received[0]?.deliveryId, receiver.received[0]?.deliveryId])
       const shown = await onStore(
         database,
-        Effect.flatMap(WebhookOperatorStore, (store) =>
+        WebhookOperatorStore.use((store) =>
           Effect.flatMap(store.listDeliveries({ subscriptionId }), (deliveries) => store.showDelivery(deliveries[0]?.deliveryId ?? WebhookDeliveryId.make("missing")))
         )
       )
@@ -378,7 +378,7 @@ if (adminUrl === "") {
       const events = 1000
       await onStore(
         database,
-        Effect.flatMap(WebhookOutbox, (outbox) =>
+        WebhookOutbox.use((outbox) =>
           Effect.forEach(
             Array.from({ length: events }, (_, index) => index),
             (index) =>

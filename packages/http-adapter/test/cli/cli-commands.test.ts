@@ -230,7 +230,7 @@ describe("pnpm cli (in-process, on one fresh database)", { timeout: 120_000 }, (
 
     const found = await onTestDatabase(
       database.env,
-      Effect.flatMap(ApiKeyStore, (store) =>
+      ApiKeyStore.use((store) =>
         store.findByDigest(computeApiKeyDigest(Redacted.make(SANDBOX_DIGEST_KEY), token))
       ).pipe(Effect.provide(ApiKeyStoreLive))
     )
@@ -275,7 +275,7 @@ describe("pnpm cli (in-process, on one fresh database)", { timeout: 120_000 }, (
     expect(issued).toMatchObject({ organization_id: "org_cli", expires_at: "2999-01-01T00:00:00.000Z", expired: false })
     const found = await onTestDatabase(
       database.env,
-      Effect.flatMap(ApiKeyStore, (store) =>
+      ApiKeyStore.use((store) =>
         Effect.all([
           store.findByDigest(computeApiKeyDigest(Redacted.make(PRODUCTION_DIGEST_KEY), token)),
           store.findByDigest(computeApiKeyDigest(Redacted.make(SANDBOX_DIGEST_KEY), token))
@@ -387,7 +387,7 @@ describe("pnpm cli (in-process, on one fresh database)", { timeout: 120_000 }, (
     })
     await onTestDatabase(
       database.env,
-      Effect.flatMap(DisclosureRecorder, (recorder) =>
+      DisclosureRecorder.use((recorder) =>
         recorder.record([
           event("r1", "org_riverside", "2026-05-01T08:59:59.999Z", false),
           event("r2", "org_riverside", "2026-05-01T09:00:00.000Z", false),

@@ -75,7 +75,7 @@ describe("pnpm cli as a child process", { timeout: 120_000 }, () => {
 
     const found = await onTestDatabase(
       database.env,
-      Effect.flatMap(ApiKeyStore, (store) => store.findByDigest(computeApiKeyDigest(Redacted.make(DIGEST_KEY), token))).pipe(
+      ApiKeyStore.use((store) => store.findByDigest(computeApiKeyDigest(Redacted.make(DIGEST_KEY), token))).pipe(
         Effect.provide(ApiKeyStoreLive)
       )
     )

@@ -6,7 +6,7 @@ import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { format, stripVTControlCharacters } from "node:util"
 import { makePgClient, PgClient, PgClientFromConfig } from "@clinical-api/storage-adapter"
-import { NodeContext } from "@effect/platform-node"
+import { NodeServices } from "@effect/platform-node"
 import { ConfigProvider, Console, Effect, Exit } from "effect"
 import { cliProgram } from "../../../src/cli/program.js"
 import { exampleFixturePath } from "../../support/example-fixture.js"
@@ -93,19 +93,17 @@ export const runChild = (args: ReadonlyArray<string>, env: Readonly<Record<strin
   })
 
 const capturingConsole = (stdout: Array<string>, stderr: Array<string>): Console.Console => {
-  const base = Effect.runSync(Console.consoleWith(Effect.succeed))
-  const write = (into: Array<string>) => (...args: ReadonlyArray<unknown>) => into.push(`${format(...args)}\n`)
+  const write = (into: Array<string>) => (...args: ReadonlyArray<unknown>) => {
+    into.push(`${format(...args)}\n`)
+  }
   const toOut = write(stdout)
   const toErr = write(stderr)
-  return {
-    ...base,
-    log: (...args) => Effect.sync(() => toOut(...args)),
-    info: (...args) => Effect.sync(() => toOut(...args)),
-    error: (...args) => Effect.sync(() => toErr(...args)),
-    warn: (...args) => Effect.sync(() => toErr(...args)),
-    unsafe: { ...base.unsafe, log: toOut, info: toOut, error: toErr, warn: toErr }
-  }
+  return { ...globalThis.console, log: toOut, info: toOut, error: toErr, warn: toErr }
 }
+
+/** `env` as the whole configuration, read as the process environment is read. */
+const configuredBy = (env: Readonly<Record<string, string>>) =>
+  Effect.provideService(ConfigProvider.ConfigProvider, ConfigProvider.fromEnv({ env: { ...env } }))
 
 /** Runs the same program as `pnpm cli <args>` in this process, with `env` as its whole configuration. */
 export const runInProcess = async (
@@ -116,9 +114,9 @@ export const runInProcess = async (
   const stderr: Array<string> = []
   const exit = await Effect.runPromiseExit(
     cliProgram(["node", CLI_ENTRY, ...args]).pipe(
-      Effect.provide(NodeContext.layer),
-      Effect.withConsole(capturingConsole(stdout, stderr)),
-      Effect.withConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(env))))
+      Effect.provide(NodeServices.layer),
+      Effect.provideService(Console.Console, capturingConsole(stdout, stderr)),
+      configuredBy(env)
     )
   )
   return { code: Exit.isSuccess(exit) ? 0 : 1, stdout: stdout.join(""), stderr: stderr.join("") }
@@ -130,16 +128,14 @@ export const onTestDatabase = <A, E>(
   effect: Effect.Effect<A, E, PgClient>
 ): Promise<A> =>
   Effect.runPromise(
-    Effect.provide(effect, PgClientFromConfig).pipe(
-      Effect.withConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(env))))
-    )
+    Effect.provide(effect, PgClientFromConfig).pipe(configuredBy(env))
   )
 
 /** Row counts of the tables a fixture fills. */
 export const tableCounts = (env: Readonly<Record<string, string>>) =>
   onTestDatabase(
     env,
-    Effect.flatMap(PgClient, (client) =>
+    PgClient.use((client) =>
       client.run(
         "test.counts",
         (sql) => sql<Array<Record<string, string>>>`
