@@ -6,8 +6,7 @@ import { describe, expect, it } from "@effect/vitest"
 import { ConfigProvider, Effect, Layer, Option } from "effect"
 import { MediaBaseUrlLayer, OperatorStore, PgClient, StorageFromConfig } from "../src/index.js"
 
-const withConfig = (entries: Record<string, string>) =>
-  Layer.setConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(entries))))
+const withConfig = (entries: Record<string, string>) => ConfigProvider.layer(ConfigProvider.fromEnv({ env: entries }))
 
 describe("embedded default (no DATABASE_URL): PGlite through postgres.js", () => {
   it.live(

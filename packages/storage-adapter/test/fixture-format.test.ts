@@ -2,7 +2,7 @@ import { readFileSync } from "node:fs"
 import { randomBytes } from "node:crypto"
 import { generateApiKeyToken } from "@clinical-api/domain"
 import { describe, expect, it } from "@effect/vitest"
-import { Either } from "effect"
+import { Result } from "effect"
 import { type Fixture, FixtureRejected, jsonPointerToPath, validateFixture } from "../src/index.js"
 
 const exampleText = readFileSync(new URL("../fixtures/example.fixture.json", import.meta.url), "utf8")
@@ -34,15 +34,15 @@ const edited = (edit: (fixture: Editor) => void): unknown => {
 
 const rejection = (input: unknown) => {
   const result = validateFixture(input)
-  if (Either.isRight(result)) throw new Error("expected the fixture to be refused")
-  expect(result.left).toBeInstanceOf(FixtureRejected)
-  return result.left
+  if (Result.isSuccess(result)) throw new Error("expected the fixture to be refused")
+  expect(result.failure).toBeInstanceOf(FixtureRejected)
+  return result.failure
 }
 
 describe("fixture format (docs/fixture-format.md): schema and references", () => {
   it("accepts the example fixture, as a value and as JSON text", () => {
-    expect(Either.isRight(validateFixture(example()))).toBe(true)
-    expect(Either.isRight(validateFixture(exampleText))).toBe(true)
+    expect(Result.isSuccess(validateFixture(example()))).toBe(true)
+    expect(Result.isSuccess(validateFixture(exampleText))).toBe(true)
   })
 
   it("converts JSON pointers to JSON paths", () => {
@@ -111,7 +111,7 @@ describe("fixture format (docs/fixture-format.md): schema and references", () =>
       message: expect.stringContaining("not a well-formed API key")
     })
     const token = generateApiKeyToken("live", (size) => randomBytes(size))
-    expect(Either.isRight(validateFixture(edited((f) => f.set(["api_keys", 0, "token"], token))))).toBe(true)
+    expect(Result.isSuccess(validateFixture(edited((f) => f.set(["api_keys", 0, "token"], token))))).toBe(true)
   })
 
   it("refuses transcripts and recordings on documents that are not ambient transcripts, and bad base64", () => {

@@ -121,8 +121,8 @@ const mutate = (valid: Record<string, unknown>, mutations: ReadonlyArray<Mutatio
 describe("compileRowGuard", () => {
   for (const { name, schema, valid } of cases) {
     it(`${name}: holds exactly when Schema.is does, on valid rows and on rows with one to three changes`, () => {
-      const guard = compileRowGuard(schema as Schema.Schema<unknown, unknown>)
-      const is = Schema.is(schema as Schema.Schema<unknown, unknown>)
+      const guard = compileRowGuard(schema as Schema.Codec<unknown>)
+      const is = Schema.is(schema as Schema.Codec<unknown>)
       expect(guard(valid)).toBe(true)
       let accepted = 0
       let refused = 0

@@ -3,7 +3,8 @@ import { readFileSync } from "node:fs"
 import { AudioStorage, AudioStorageUnavailable, type RecordingReference } from "@clinical-api/domain"
 import { HeadObjectCommand, S3Client } from "@aws-sdk/client-s3"
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
-import { ConfigProvider, Effect, Exit, Layer, Option, Redacted, TestClock } from "effect"
+import { Cause, ConfigProvider, Effect, Exit, Layer, Option, Redacted } from "effect"
+import { TestClock } from "effect/testing"
 import {
   audioStorageKindConfig,
   AudioStorageFromConfig,
@@ -23,12 +24,16 @@ import { embeddedDatabases, serverDatabases } from "../src/testing/test-database
 /** A real PostgreSQL server (own random database) when DATABASE_URL is set, else PGlite. */
 const databaseUrl = process.env["DATABASE_URL"]?.trim()
 const databases = databaseUrl === undefined || databaseUrl === "" ? embeddedDatabases : serverDatabases(databaseUrl)
-const freshPgClient = Layer.scoped(
+const freshPgClient = Layer.effect(
   PgClient,
   Effect.flatMap(Effect.orDie(databases.fresh), (db) => makePgClient({ url: db.url, ...db.clientOptions }))
 )
 
 const reference = (storageKey: string): RecordingReference => ({ storageKey, contentType: "audio/wav" })
+
+/** Configuration read as the service reads its environment. */
+const environmentOf = (entries: ReadonlyArray<readonly [string, string]>) =>
+  ConfigProvider.fromEnv({ env: Object.fromEntries(entries) })
 
 const exampleFixture: unknown = JSON.parse(
   readFileSync(new URL("../fixtures/example.fixture.json", import.meta.url), "utf8")
@@ -188,7 +193,7 @@ describe("S3 audio storage when the store is unreachable: AudioStorageUnavailabl
       for (const exit of exits) {
         expect(Exit.isFailure(exit)).toBe(true)
         if (Exit.isFailure(exit)) {
-          const failure = exit.cause._tag === "Fail" ? exit.cause.error : undefined
+          const failure = Option.getOrUndefined(Cause.findErrorOption(exit.cause))
           expect(failure).toBeInstanceOf(AudioStorageUnavailable)
         }
       }
@@ -201,7 +206,7 @@ describe("S3 audio storage when the store is unreachable: AudioStorageUnavailabl
       Effect.gen(function* () {
         const hole = yield* Effect.promise(() => startBlackHole())
         const startedAt = Date.now()
-        const outcome = yield* Effect.either(
+        const outcome = yield* Effect.result(
           Effect.provide(
             Effect.flatMap(AudioStorage, (storage) => storage.exists(reference("rec_x"))),
             S3AudioStorageLayer({
@@ -217,8 +222,8 @@ describe("S3 audio storage when the store is unreachable: AudioStorageUnavailabl
         )
         const elapsed = Date.now() - startedAt
         yield* Effect.promise(() => hole.close())
-        expect(outcome._tag).toBe("Left")
-        if (outcome._tag === "Left") expect(outcome.left).toBeInstanceOf(AudioStorageUnavailable)
+        expect(outcome._tag).toBe("Failure")
+        if (outcome._tag === "Failure") expect(outcome.failure).toBeInstanceOf(AudioStorageUnavailable)
         expect(elapsed).toBeLessThan(3_000)
       }),
     10_000
@@ -228,7 +233,7 @@ describe("S3 audio storage when the store is unreachable: AudioStorageUnavailabl
     Effect.gen(function* () {
       const hole = yield* Effect.promise(() => startBlackHole())
       const startedAt = Date.now()
-      const outcome = yield* Effect.either(
+      const outcome = yield* Effect.result(
         Effect.provide(
           Effect.flatMap(AudioStorage, (storage) => storage.exists(reference("rec_x"))),
           S3AudioStorageLayer({
@@ -242,8 +247,8 @@ describe("S3 audio storage when the store is unreachable: AudioStorageUnavailabl
       )
       const elapsed = Date.now() - startedAt
       yield* Effect.promise(() => hole.close())
-      expect(outcome._tag).toBe("Left")
-      if (outcome._tag === "Left") expect(outcome.left).toBeInstanceOf(AudioStorageUnavailable)
+      expect(outcome._tag).toBe("Failure")
+      if (outcome._tag === "Failure") expect(outcome.failure).toBeInstanceOf(AudioStorageUnavailable)
       // Two attempts of 2 s each, bounded at 5 s for the whole operation.
       expect(elapsed).toBeLessThan(5_500)
     }),
@@ -252,8 +257,7 @@ describe("S3 audio storage when the store is unreachable: AudioStorageUnavailabl
 })
 
 describe("S3 audio storage configuration (AUDIO_STORAGE, S3_*)", () => {
-  const read = (entries: ReadonlyArray<readonly [string, string]>) =>
-    Effect.withConfigProvider(s3AudioSettingsConfig, ConfigProvider.fromMap(new Map(entries)))
+  const read = (entries: ReadonlyArray<readonly [string, string]>) => s3AudioSettingsConfig.parse(environmentOf(entries))
 
   it.effect("reads bucket, region, endpoint, path style and credentials; the secret stays redacted", () =>
     Effect.gen(function* () {
@@ -304,8 +308,7 @@ describe("S3 audio storage configuration (AUDIO_STORAGE, S3_*)", () => {
 
   it.effect("AUDIO_STORAGE: embedded by default, s3, anything else refused", () =>
     Effect.gen(function* () {
-      const kind = (entries: ReadonlyArray<readonly [string, string]>) =>
-        Effect.withConfigProvider(audioStorageKindConfig, ConfigProvider.fromMap(new Map(entries)))
+      const kind = (entries: ReadonlyArray<readonly [string, string]>) => audioStorageKindConfig.parse(environmentOf(entries))
       expect(yield* kind([])).toBe("embedded")
       expect(yield* kind([["AUDIO_STORAGE", "embedded"]])).toBe("embedded")
       expect(yield* kind([["AUDIO_STORAGE", "s3"]])).toBe("s3")
@@ -325,7 +328,7 @@ describe(`fixture loader on S3 storage (AUDIO_STORAGE=s3, ${databases.label})`, 
 
   const environment = (s3Environment: ReadonlyArray<readonly [string, string]>) =>
     AudioStorageFromConfig.pipe(
-      Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map(s3Environment))))
+      Layer.provide(ConfigProvider.layer(environmentOf(s3Environment)))
     ).pipe(
       Layer.provideMerge(MediaBaseUrlLayer("http://127.0.0.1:1")),
       Layer.provideMerge(IdGeneratorLive),
@@ -389,7 +392,7 @@ describe(`fixture loader on S3 storage (AUDIO_STORAGE=s3, ${databases.label})`, 
             Effect.provide(
               AudioStorageFromConfig.pipe(
                 Layer.provide(MediaBaseUrlLayer("http://127.0.0.1:1")),
-                Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map(stopped.environment))))
+                Layer.provide(ConfigProvider.layer(environmentOf(stopped.environment)))
               )
             )
           )

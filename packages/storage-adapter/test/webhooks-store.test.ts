@@ -14,7 +14,7 @@ import {
   type WebhookSubscriptionId
 } from "@clinical-api/domain"
 import { describe, expect, it, layer } from "@effect/vitest"
-import { Effect, Either, Layer, Redacted } from "effect"
+import { Effect, Layer, Redacted, Result } from "effect"
 import {
   ActivationRefused,
   IdGeneratorLive,
@@ -42,7 +42,7 @@ const unique = (prefix: string) => `${prefix}_${randomBytes(5).toString("hex")}`
 const minute = 60_000
 
 const environmentFor = (adminUrl: string) => {
-  const database = Layer.scoped(PgClient, Effect.flatMap(serverDatabases(adminUrl).fresh, (db) => makePgClient({ url: db.url, maxConnections: 8 })))
+  const database = Layer.effect(PgClient, Effect.flatMap(serverDatabases(adminUrl).fresh, (db) => makePgClient({ url: db.url, maxConnections: 8 })))
   return Layer.mergeAll(WebhooksPostgresLive, OperatorStoreLive, TranscriptReadyPublisher.Live.pipe(Layer.provide(WebhooksPostgresLive))).pipe(
     Layer.provideMerge(IdGeneratorLive),
     Layer.provideMerge(Layer.effectDiscard(migrate())),
@@ -159,10 +159,10 @@ if (databaseUrl === undefined || databaseUrl === "") {
         expect(created.subscription.state).toBe("disabled")
         expect(created.subscription.revision).toBe(1)
         expect(created.subscription.readiness.receiver_correlation).toBe("not_confirmed_runtime_blocked")
-        const unknown = yield* Effect.either(
+        const unknown = yield* Effect.result(
           store.createSubscription({ organizationId: OrganizationId.make(unique("nope")), endpointUrl: "https://x.example" })
         )
-        expect(Either.isLeft(unknown) && unknown.left._tag).toBe("UnknownOrganization")
+        expect(Result.isFailure(unknown) && unknown.failure._tag).toBe("UnknownOrganization")
       }))
 
     it.effect("activation is refused naming every missing item (receiver_correlation included) and changes nothing", () =>
@@ -351,7 +351,7 @@ if (databaseUrl === undefined || databaseUrl === "") {
           { outcome: { _tag: "Response", status: 404 }, finishedAt: retryAt, durationMs: 3 },
           { _tag: "Failed", reason: "terminal_status" }
         )
-        const refusedPending = yield* Effect.flip(store.redeliver(second.deliveryId).pipe(Effect.zipRight(store.redeliver(second.deliveryId))))
+        const refusedPending = yield* Effect.flip(store.redeliver(second.deliveryId).pipe(Effect.andThen(store.redeliver(second.deliveryId))))
         expect(refusedPending).toBeInstanceOf(RedeliveryRefused)
         const redelivered = (yield* store.showDelivery(second.deliveryId)).delivery
         expect(redelivered).toMatchObject({ state: "pending", attemptCount: 2, failureReason: null })

@@ -13,10 +13,11 @@ import {
   Scope,
   type StoreUnavailable
 } from "@clinical-api/domain"
-import { Chunk, Context, Data, Effect, Layer, Option, type Redacted, Schema, Stream } from "effect"
+import { Context, Data, Effect, Layer, Option, type Redacted, Schema, Stream } from "effect"
 import { OrganizationRow, toOrganizationRecord } from "../repositories/organization-store.js"
 import { decodeRows } from "../sql/decode.js"
 import { type Fragment, PgClient, type Sql } from "../sql/pg-client.js"
+import { DateColumn } from "../sql/row-guard.js"
 
 /**
  * What operators do through the command line (packages/http-adapter's CLI calls these):
@@ -60,10 +61,10 @@ export const ApiKeyListing = Schema.Struct({
   kind: ApiKeyKind,
   scopes: Schema.Array(Scope),
   state: ApiKeyState,
-  expiresAt: Schema.NullOr(Schema.DateFromSelf),
+  expiresAt: Schema.NullOr(DateColumn),
   label: Schema.NullOr(Schema.String),
-  createdAt: Schema.DateFromSelf,
-  lastUsedAt: Schema.NullOr(Schema.DateFromSelf)
+  createdAt: DateColumn,
+  lastUsedAt: Schema.NullOr(DateColumn)
 })
 export type ApiKeyListing = typeof ApiKeyListing.Type
 
@@ -153,10 +154,7 @@ export interface OperatorStoreService {
   ) => Stream.Stream<DisclosureExportLine, UnknownOrganization | StoreUnavailable>
 }
 
-export class OperatorStore extends Context.Tag("@clinical-api/storage-adapter/OperatorStore")<
-  OperatorStore,
-  OperatorStoreService
->() {}
+export class OperatorStore extends Context.Service<OperatorStore, OperatorStoreService>()("@clinical-api/storage-adapter/OperatorStore") {}
 
 const ApiKeyListingRow = Schema.Struct({
   api_key_id: ApiKeyId,
@@ -164,10 +162,10 @@ const ApiKeyListingRow = Schema.Struct({
   kind: ApiKeyKind,
   scopes: Schema.Array(Scope),
   state: ApiKeyState,
-  expires_at: Schema.NullOr(Schema.DateFromSelf),
+  expires_at: Schema.NullOr(DateColumn),
   label: Schema.NullOr(Schema.String),
-  created_at: Schema.DateFromSelf,
-  last_used_at: Schema.NullOr(Schema.DateFromSelf)
+  created_at: DateColumn,
+  last_used_at: Schema.NullOr(DateColumn)
 })
 
 const toListing = (row: typeof ApiKeyListingRow.Type): ApiKeyListing => ({
@@ -184,7 +182,7 @@ const toListing = (row: typeof ApiKeyListingRow.Type): ApiKeyListing => ({
 
 const DisclosureRow = Schema.Struct({
   event_id: Schema.String,
-  occurred_at: Schema.DateFromSelf,
+  occurred_at: DateColumn,
   organization_id: Schema.String,
   api_key_id: Schema.String,
   operation_id: Schema.String,
@@ -412,7 +410,7 @@ export const makeOperatorStore = Effect.gen(function* () {
     return Stream.unwrap(
       Effect.as(
         requireOrganization(query.organizationId),
-        Stream.paginateChunkEffect(null as Cursor, (cursor) =>
+        Stream.paginate(null as Cursor, (cursor) =>
           Effect.map(page(cursor), (rows) => {
             const last = rows.at(-1)
             const lines = rows.map(
@@ -429,7 +427,7 @@ export const makeOperatorStore = Effect.gen(function* () {
               })
             )
             return [
-              Chunk.fromIterable(lines),
+              lines,
               rows.length < batchSize || last === undefined
                 ? Option.none<Cursor>()
                 : Option.some<Cursor>({ occurredAt: last.occurred_at, eventId: last.event_id })

@@ -10,6 +10,7 @@ import {
 import { Effect, Layer, Option, Schema } from "effect"
 import { decodeRows } from "../sql/decode.js"
 import { PgClient, type Sql } from "../sql/pg-client.js"
+import { DateColumn } from "../sql/row-guard.js"
 
 export const ApiKeyRow = Schema.Struct({
   api_key_id: ApiKeyId,
@@ -17,7 +18,7 @@ export const ApiKeyRow = Schema.Struct({
   kind: ApiKeyKind,
   scopes: Schema.Array(Scope),
   state: ApiKeyState,
-  expires_at: Schema.NullOr(Schema.DateFromSelf),
+  expires_at: Schema.NullOr(DateColumn),
   label: Schema.NullOr(Schema.String)
 })
 export type ApiKeyRow = typeof ApiKeyRow.Type
@@ -43,7 +44,7 @@ export const makeApiKeyStore = Effect.gen(function* () {
     const rows = yield* client
       .run("apiKeys.findByDigest", (sql) => apiKeyByDigestStatement(sql, digest))
       .pipe(Effect.flatMap(decodeRows(ApiKeyRow, "apiKeys.findByDigest")))
-    return Option.map(Option.fromNullable(rows[0]), toApiKeyRecord)
+    return Option.map(Option.fromNullishOr(rows[0]), toApiKeyRecord)
   })
   return ApiKeyStore.of({ findByDigest })
 })

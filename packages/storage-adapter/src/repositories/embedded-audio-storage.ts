@@ -1,6 +1,6 @@
 import { createHmac, randomBytes, timingSafeEqual } from "node:crypto"
 import { AudioStorage, AudioStorageUnavailable, type RecordingReference } from "@clinical-api/domain"
-import { Clock, Config, type ConfigError, Context, Data, Effect, Layer, Option, Redacted, Schema } from "effect"
+import { Clock, Config, Context, Data, Effect, Layer, Option, Redacted, Schema } from "effect"
 import { decodeRows } from "../sql/decode.js"
 import { PgClient } from "../sql/pg-client.js"
 import { embeddedObjectSeenIn, type MarkedRecordingReference } from "./recording-object-mark.js"
@@ -24,10 +24,9 @@ export interface EmbeddedAudioSettings {
  * 0) can still hand it over. The composition root provides it: from `MEDIA_BASE_URL`, else
  * from its own HOST/PORT (`MediaBaseUrlFromConfig`).
  */
-export class MediaBaseUrl extends Context.Tag("@clinical-api/storage-adapter/MediaBaseUrl")<
-  MediaBaseUrl,
-  { readonly get: Effect.Effect<string> }
->() {}
+export class MediaBaseUrl extends Context.Service<MediaBaseUrl, { readonly get: Effect.Effect<string> }>()(
+  "@clinical-api/storage-adapter/MediaBaseUrl"
+) {}
 
 const withoutTrailingSlash = (url: string) => url.replace(/\/+$/, "")
 
@@ -42,9 +41,9 @@ export const MediaBaseUrlLayer = (url: string): Layer.Layer<MediaBaseUrl> =>
  */
 export const MediaBaseUrlFromConfig = (
   fallback: string | Effect.Effect<string>
-): Layer.Layer<MediaBaseUrl, ConfigError.ConfigError> =>
-  Layer.unwrapEffect(
-    Effect.map(Config.option(Config.nonEmptyString("MEDIA_BASE_URL")), (configured) =>
+): Layer.Layer<MediaBaseUrl, Config.ConfigError> =>
+  Layer.unwrap(
+    Effect.map(Config.option(Config.NonEmptyString("MEDIA_BASE_URL")), (configured) =>
       Option.isSome(configured)
         ? MediaBaseUrlLayer(configured.value)
         : typeof fallback === "string"
@@ -120,14 +119,11 @@ export type MediaRefusal = "invalid_token" | "expired_token" | "object_missing" 
 export class MediaRefused extends Data.TaggedError("MediaRefused")<{ readonly reason: MediaRefusal }> {}
 
 /** Read access to the embedded objects, for the route that serves signed media URLs. */
-export class EmbeddedAudioObjects extends Context.Tag("@clinical-api/storage-adapter/EmbeddedAudioObjects")<
-  EmbeddedAudioObjects,
-  {
-    readonly read: (storageKey: string) => Effect.Effect<Option.Option<StoredAudioObject>, AudioStorageUnavailable>
-    /** The object a media token grants now (current `Clock`), or why it grants none. */
-    readonly readSigned: (token: string) => Effect.Effect<StoredAudioObject, MediaRefused | AudioStorageUnavailable>
-  }
->() {}
+export class EmbeddedAudioObjects extends Context.Service<EmbeddedAudioObjects, {
+  readonly read: (storageKey: string) => Effect.Effect<Option.Option<StoredAudioObject>, AudioStorageUnavailable>
+  /** The object a media token grants now (current `Clock`), or why it grants none. */
+  readonly readSigned: (token: string) => Effect.Effect<StoredAudioObject, MediaRefused | AudioStorageUnavailable>
+}>()("@clinical-api/storage-adapter/EmbeddedAudioObjects") {}
 
 /**
  * For a service whose recordings are in another storage (S3): it serves no media itself, so
@@ -141,7 +137,7 @@ export const NoEmbeddedAudioObjects: Layer.Layer<EmbeddedAudioObjects> = Layer.s
   })
 )
 
-const ObjectRow = Schema.Struct({ content_type: Schema.String, bytes: Schema.Uint8ArrayFromSelf })
+const ObjectRow = Schema.Struct({ content_type: Schema.String, bytes: Schema.Uint8Array })
 
 const toAudioUnavailable = (operation: string) => (cause: unknown) =>
   new AudioStorageUnavailable({ operation, cause })
@@ -192,7 +188,7 @@ const makeEmbedded = (signingKey: Redacted.Redacted<string>, mediaBaseUrl: Effec
           Effect.flatMap(decodeRows(ObjectRow, "audio.read")),
           Effect.mapError(toAudioUnavailable("audio.read"))
         )
-      return Option.map(Option.fromNullable(rows[0]), (row) => ({ contentType: row.content_type, bytes: row.bytes }))
+      return Option.map(Option.fromNullishOr(rows[0]), (row) => ({ contentType: row.content_type, bytes: row.bytes }))
     })
 
     const readSigned = Effect.fn("EmbeddedAudioObjects.readSigned")(function* (token: string) {
@@ -214,7 +210,7 @@ const makeEmbedded = (signingKey: Redacted.Redacted<string>, mediaBaseUrl: Effec
 export const makeEmbeddedAudioStorage = (settings: EmbeddedAudioSettings) =>
   makeEmbedded(settings.signingKey, Effect.succeed(settings.mediaBaseUrl))
 
-const toContext = (made: Effect.Effect.Success<ReturnType<typeof makeEmbedded>>) =>
+const toContext = (made: Effect.Success<ReturnType<typeof makeEmbedded>>) =>
   Context.make(AudioStorage, made.storage).pipe(Context.add(EmbeddedAudioObjects, made.objects))
 
 export const EmbeddedAudioStorageLayer = (
@@ -227,15 +223,15 @@ export const EmbeddedAudioStorageLayer = (
  * restart stop working (acceptable for the sandbox, set one elsewhere, and the same one on
  * every instance behind a load balancer).
  */
-export const MediaSigningKeyFromConfig: Effect.Effect<Redacted.Redacted<string>, ConfigError.ConfigError> = Effect.map(
-  Config.option(Config.redacted("MEDIA_SIGNING_KEY")),
+export const MediaSigningKeyFromConfig: Effect.Effect<Redacted.Redacted<string>, Config.ConfigError> = Effect.map(
+  Config.option(Config.Redacted("MEDIA_SIGNING_KEY")),
   Option.getOrElse(() => Redacted.make(randomBytes(32).toString("base64url")))
 )
 
 /** The embedded storage with the signing key from configuration and the base URL from `MediaBaseUrl`. */
 export const EmbeddedAudioStorageWithBaseUrl: Layer.Layer<
   AudioStorage | EmbeddedAudioObjects,
-  ConfigError.ConfigError,
+  Config.ConfigError,
   PgClient | MediaBaseUrl
 > = Layer.effectContext(
   Effect.gen(function* () {
@@ -250,13 +246,13 @@ export const EmbeddedAudioStorageWithBaseUrl: Layer.Layer<
  * `MEDIA_SIGNING_KEY` (see `MediaSigningKeyFromConfig`). Prefer `AudioStorageFromConfig` with a
  * `MediaBaseUrl` from the composition root, which knows the service's own address.
  */
-export const EmbeddedAudioSettingsFromConfig: Effect.Effect<EmbeddedAudioSettings, ConfigError.ConfigError> =
+export const EmbeddedAudioSettingsFromConfig: Effect.Effect<EmbeddedAudioSettings, Config.ConfigError> =
   Effect.gen(function* () {
-    const mediaBaseUrl = yield* Config.string("MEDIA_BASE_URL").pipe(Config.withDefault("http://127.0.0.1:3000"))
+    const mediaBaseUrl = yield* Config.String("MEDIA_BASE_URL").pipe(Config.withDefault("http://127.0.0.1:3000"))
     const signingKey = yield* MediaSigningKeyFromConfig
     return { mediaBaseUrl: withoutTrailingSlash(mediaBaseUrl), signingKey }
   })
 
-export const EmbeddedAudioStorageFromConfig = Layer.unwrapEffect(
+export const EmbeddedAudioStorageFromConfig = Layer.unwrap(
   Effect.map(EmbeddedAudioSettingsFromConfig, EmbeddedAudioStorageLayer)
 )

@@ -9,8 +9,8 @@ import {
   EncounterRepository,
   OrganizationId,
   PatientId,
-  PresentedFinalTranscript,
   type PublicFinalTranscript,
+  type PublicTranscriptTurn,
   SchemaType,
   type StoreUnavailable,
   type StoredDocumentSummary,
@@ -22,6 +22,7 @@ import {
 import { Effect, Layer, Option, Schema } from "effect"
 import { checkRows, decodeRows } from "../sql/decode.js"
 import { type Fragment, PgClient, type PgClientService, type Sql } from "../sql/pg-client.js"
+import { DateColumn } from "../sql/row-guard.js"
 import { embeddedObjectSeenIn, type MarkedRecordingReference } from "./recording-object-mark.js"
 
 /** The row schemas are exported for `row-guard.test.ts`, which checks their compiled guards. */
@@ -29,9 +30,9 @@ export const EncounterRow = Schema.Struct({
   encounter_id: EncounterId,
   organization_id: OrganizationId,
   data_class: DataClass,
-  created_at: Schema.DateFromSelf,
-  updated_at: Schema.DateFromSelf,
-  date_of_service: Schema.NullOr(Schema.DateFromSelf),
+  created_at: DateColumn,
+  updated_at: DateColumn,
+  date_of_service: Schema.NullOr(DateColumn),
   status: Schema.NullOr(Schema.String),
   patient_id: Schema.NullOr(PatientId),
   first_name: Schema.NullOr(Schema.String),
@@ -51,7 +52,7 @@ export const DocumentSummaryRow = Schema.Struct({
   status: Schema.NullOr(Schema.String),
   workflow_variant: Schema.NullOr(WorkflowVariant),
   audio_duration_seconds: Schema.NullOr(Schema.Number),
-  created_at: Schema.DateFromSelf
+  created_at: DateColumn
 })
 type DocumentSummaryRow = typeof DocumentSummaryRow.Type
 
@@ -64,7 +65,7 @@ export const EncounterWithDocumentRow = Schema.Struct({
   doc_status: Schema.NullOr(Schema.String),
   doc_workflow_variant: Schema.NullOr(WorkflowVariant),
   doc_audio_duration_seconds: Schema.NullOr(Schema.Number),
-  doc_created_at: Schema.NullOr(Schema.DateFromSelf)
+  doc_created_at: Schema.NullOr(DateColumn)
 })
 
 /** The document columns of `encounterAndDocumentStatement`, when it found the document. */
@@ -76,8 +77,8 @@ export const JoinedDocumentRow = Schema.Struct({
   doc_status: Schema.NullOr(Schema.String),
   doc_workflow_variant: Schema.NullOr(WorkflowVariant),
   doc_audio_duration_seconds: Schema.NullOr(Schema.Number),
-  doc_created_at: Schema.DateFromSelf,
-  doc_updated_at: Schema.DateFromSelf,
+  doc_created_at: DateColumn,
+  doc_updated_at: DateColumn,
   doc_content_markdown: Schema.NullOr(Schema.String),
   storage_key: Schema.NullOr(Schema.String),
   content_type: Schema.NullOr(Schema.String),
@@ -435,18 +436,16 @@ export const makeEncounterRepository = Effect.gen(function* () {
       : Option.some(toStoredDocument((yield* checkRows(JoinedDocumentRow, operation)([row]))[0]!, client))
     if (row["transcript_provider"] == null) return { encounter, document, finalTranscript: Option.none<PublicFinalTranscript>() }
     const transcript = (yield* checkRows(JoinedTranscriptRow, operation)([row]))[0]!
-    // Passed to the reply as it is, unparsed: parsing and checking each turn, then writing it
-    // again, cost a 200-turn transcript more than the rest of its read
-    // (docs/decisions/0007-transcript-turns-json.md).
-    // The store holds only what the contract promises: `turns_json` is built by the triggers of
+    // Parsed, not checked turn by turn (docs/decisions/0007-transcript-turns-json.md): the
+    // store holds only what the contract promises. `turns_json` is built by the triggers of
     // migration 6 from typed, NOT NULL columns, in the route's order, each turn exactly
     // { speaker, text, start, end }, and migration 7 refuses a time that is not finite and a
     // `turns_json` that is not an array.
-    const finalTranscript: PublicFinalTranscript = new PresentedFinalTranscript(
-      transcript.transcript_provider,
-      transcript.transcript_audio_duration_seconds,
-      transcript.transcript_turns_text
-    )
+    const finalTranscript: PublicFinalTranscript = {
+      provider: transcript.transcript_provider,
+      audio_duration_seconds: transcript.transcript_audio_duration_seconds,
+      turns: JSON.parse(transcript.transcript_turns_text) as ReadonlyArray<PublicTranscriptTurn>
+    }
     return { encounter, document, finalTranscript: Option.some(finalTranscript) }
   })
 

@@ -28,7 +28,7 @@ export const makeOrganizationStore = Effect.gen(function* () {
     const rows = yield* client
       .run("organizations.findById", (sql) => organizationByIdStatement(sql, organizationId))
       .pipe(Effect.flatMap(decodeRows(OrganizationRow, "organizations.findById")))
-    return Option.map(Option.fromNullable(rows[0]), toOrganizationRecord)
+    return Option.map(Option.fromNullishOr(rows[0]), toOrganizationRecord)
   })
   return OrganizationStore.of({ findById })
 })

@@ -1,11 +1,12 @@
 import type { AudioStorage } from "@clinical-api/domain"
-import { Config, ConfigError, Effect, Either, Layer, Option } from "effect"
+import { Config, Effect, Layer, Option } from "effect"
 import {
   type EmbeddedAudioObjects,
   EmbeddedAudioStorageWithBaseUrl,
   type MediaBaseUrl,
   NoEmbeddedAudioObjects
 } from "../repositories/embedded-audio-storage.js"
+import { invalidConfig } from "../sql/database-layer.js"
 import type { PgClient } from "../sql/pg-client.js"
 import { type S3AudioSettings, S3AudioStorageLayer } from "./s3-audio-storage.js"
 
@@ -18,32 +19,29 @@ export type AudioStorageKind = "embedded" | "s3"
  * and `S3_FORCE_PATH_STYLE` (default false).
  */
 export const s3AudioSettingsConfig: Config.Config<S3AudioSettings> = Config.all({
-  bucket: Config.nonEmptyString("S3_BUCKET"),
-  region: Config.nonEmptyString("S3_REGION").pipe(Config.withDefault("us-east-1")),
+  bucket: Config.NonEmptyString("S3_BUCKET"),
+  region: Config.NonEmptyString("S3_REGION").pipe(Config.withDefault("us-east-1")),
   endpoint: Config.option(
-    Config.url("S3_ENDPOINT").pipe(Config.map((url) => url.toString().replace(/\/+$/, "")))
+    Config.URL("S3_ENDPOINT").pipe(Config.map((url) => url.toString().replace(/\/+$/, "")))
   ),
-  accessKeyId: Config.option(Config.nonEmptyString("S3_ACCESS_KEY_ID")),
-  secretAccessKey: Config.option(Config.redacted("S3_SECRET_ACCESS_KEY")),
-  forcePathStyle: Config.boolean("S3_FORCE_PATH_STYLE").pipe(Config.withDefault(false))
+  accessKeyId: Config.option(Config.NonEmptyString("S3_ACCESS_KEY_ID")),
+  secretAccessKey: Config.option(Config.Redacted("S3_SECRET_ACCESS_KEY")),
+  forcePathStyle: Config.Boolean("S3_FORCE_PATH_STYLE").pipe(Config.withDefault(false))
 }).pipe(
-  Config.mapOrFail(({ accessKeyId, secretAccessKey, ...rest }): Either.Either<S3AudioSettings, ConfigError.ConfigError> => {
+  Config.mapEffect(({ accessKeyId, secretAccessKey, ...rest }): Effect.Effect<S3AudioSettings, Config.ConfigError> => {
     if (Option.isSome(accessKeyId) !== Option.isSome(secretAccessKey)) {
-      return Either.left(
-        ConfigError.InvalidData([], "S3_ACCESS_KEY_ID and S3_SECRET_ACCESS_KEY must be set together (or neither)")
-      )
+      return Effect.fail(invalidConfig("S3_ACCESS_KEY_ID and S3_SECRET_ACCESS_KEY must be set together (or neither)"))
     }
     const credentials = Option.zipWith(accessKeyId, secretAccessKey, (id, secret) => ({
       accessKeyId: id,
       secretAccessKey: secret
     }))
-    return Either.right({ ...rest, credentials })
+    return Effect.succeed({ ...rest, credentials })
   })
 )
 
-export const audioStorageKindConfig: Config.Config<AudioStorageKind> = Config.literal("embedded", "s3")(
-  "AUDIO_STORAGE"
-).pipe(Config.withDefault("embedded" as const))
+export const audioStorageKindConfig: Config.Config<AudioStorageKind> = Config.Literals(["embedded", "s3"], "AUDIO_STORAGE")
+  .pipe(Config.withDefault("embedded" as const))
 
 /**
  * The audio storage chosen by `AUDIO_STORAGE` (`embedded`, the default, or `s3`).
@@ -60,9 +58,9 @@ export const audioStorageKindConfig: Config.Config<AudioStorageKind> = Config.li
  */
 export const AudioStorageFromConfig: Layer.Layer<
   AudioStorage | EmbeddedAudioObjects,
-  ConfigError.ConfigError,
+  Config.ConfigError,
   PgClient | MediaBaseUrl
-> = Layer.unwrapEffect(
+> = Layer.unwrap(
   Effect.gen(function* () {
     const kind = yield* audioStorageKindConfig
     if (kind === "embedded") return EmbeddedAudioStorageWithBaseUrl

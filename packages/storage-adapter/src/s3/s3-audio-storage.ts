@@ -78,7 +78,10 @@ export const makeS3AudioStorage = (client: S3Client, settings: S3AudioSettings) 
   /** Runs one SDK call, interruptible (the abort signal reaches the socket) and bounded in time. */
   const call = <A>(operation: string, send: (abortSignal: AbortSignal) => Promise<A>) =>
     Effect.tryPromise({ try: send, catch: (cause) => cause }).pipe(
-      Effect.timeoutFail({ duration: operationTimeout, onTimeout: () => new Error(`${operation} timed out`) })
+      Effect.timeoutOrElse({
+        duration: operationTimeout,
+        orElse: () => Effect.fail(new Error(`${operation} timed out`))
+      })
     )
 
   const unavailable = (operation: string) => (cause: unknown) => new AudioStorageUnavailable({ operation, cause })
@@ -129,7 +132,7 @@ export const makeS3AudioStorage = (client: S3Client, settings: S3AudioSettings) 
 
 /** The S3 storage; the client (its sockets) is destroyed when the layer is released. */
 export const S3AudioStorageLayer = (settings: S3AudioSettings): Layer.Layer<AudioStorage> =>
-  Layer.scoped(
+  Layer.effect(
     AudioStorage,
     Effect.map(
       Effect.acquireRelease(Effect.sync(() => makeS3Client(settings)), (client) => Effect.sync(() => client.destroy())),

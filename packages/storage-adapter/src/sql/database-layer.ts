@@ -1,4 +1,4 @@
-import { Config, ConfigError, Context, Effect, Either, Layer, Option, Redacted } from "effect"
+import { Config, Context, Effect, Layer, Option, Redacted, Schema, SchemaIssue } from "effect"
 import { EMBEDDED_MAX_CONNECTIONS, startEmbeddedPostgres } from "../embedded/embedded-postgres.js"
 import { makePgClient, PgClient, type PgClientOptions } from "./pg-client.js"
 
@@ -14,20 +14,23 @@ export interface DatabaseLocationService {
   readonly maxConnections: number
 }
 
-export class DatabaseLocation extends Context.Tag("@clinical-api/storage-adapter/DatabaseLocation")<
-  DatabaseLocation,
-  DatabaseLocationService
->() {}
+export class DatabaseLocation extends Context.Service<DatabaseLocation, DatabaseLocationService>()(
+  "@clinical-api/storage-adapter/DatabaseLocation"
+) {}
 
-export const DatabaseLocationFromConfig = Layer.scoped(
+/** A configuration value that is present but not acceptable, with the sentence that says why. */
+export const invalidConfig = (message: string): Config.ConfigError =>
+  new Config.ConfigError(new Schema.SchemaError(new SchemaIssue.InvalidValue({ message })))
+
+export const DatabaseLocationFromConfig = Layer.effect(
   DatabaseLocation,
   Effect.gen(function* () {
-    const databaseUrl = yield* Config.option(Config.redacted("DATABASE_URL"))
+    const databaseUrl = yield* Config.option(Config.Redacted("DATABASE_URL"))
     if (Option.isSome(databaseUrl) && Redacted.value(databaseUrl.value).trim() !== "") {
-      const maxConnections = yield* Config.integer("DATABASE_POOL_MAX").pipe(Config.withDefault(10))
+      const maxConnections = yield* Config.Int("DATABASE_POOL_MAX").pipe(Config.withDefault(10))
       return { url: databaseUrl.value, embedded: false, maxConnections }
     }
-    const dataDir = yield* Config.option(Config.nonEmptyString("PGLITE_DATA_DIR"))
+    const dataDir = yield* Config.option(Config.NonEmptyString("PGLITE_DATA_DIR"))
     const embedded = yield* startEmbeddedPostgres({ dataDir: Option.getOrUndefined(dataDir) })
     return { url: Redacted.make(embedded.url), embedded: true, maxConnections: EMBEDDED_MAX_CONNECTIONS }
   })
@@ -41,14 +44,13 @@ export const STATEMENT_TIMEOUT_DEFAULT_MS = 2000
  * cancels it then (`statement_timeout`; the embedded PGlite cannot) and the client stops
  * waiting, so the request is answered 503 at once instead of at its deadline.
  */
-export const statementTimeoutConfig = Config.string("DATABASE_STATEMENT_TIMEOUT_MS").pipe(
+export const statementTimeoutConfig = Config.String("DATABASE_STATEMENT_TIMEOUT_MS").pipe(
   Config.withDefault(String(STATEMENT_TIMEOUT_DEFAULT_MS)),
-  Config.mapOrFail((text) => {
+  Config.mapEffect((text) => {
     const value = /^[1-9][0-9]*$/.test(text.trim()) ? Number(text.trim()) : Number.NaN
     return Number.isSafeInteger(value) && value >= 100 && value <= 60_000
-      ? Either.right(value)
-      : Either.left(ConfigError.InvalidData(
-        [],
+      ? Effect.succeed(value)
+      : Effect.fail(invalidConfig(
         `DATABASE_STATEMENT_TIMEOUT_MS must be an integer from 100 to 60000, got ${JSON.stringify(text)}`
       ))
   })
@@ -62,7 +64,7 @@ const clientOptions = (location: DatabaseLocationService): PgClientOptions => ({
 })
 
 /** The request path's client: every statement bounded by `DATABASE_STATEMENT_TIMEOUT_MS`. */
-export const ServicePgClient = Layer.scoped(
+export const ServicePgClient = Layer.effect(
   PgClient,
   Effect.gen(function* () {
     const location = yield* DatabaseLocation
@@ -76,7 +78,7 @@ export const ServicePgClient = Layer.scoped(
 )
 
 /** The operator's client (migrations, fixtures, the command line): statements as long as they need. */
-export const OperatorPgClient = Layer.scoped(
+export const OperatorPgClient = Layer.effect(
   PgClient,
   Effect.flatMap(DatabaseLocation, (location) => makePgClient(clientOptions(location)))
 )

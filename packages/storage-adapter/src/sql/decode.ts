@@ -1,20 +1,23 @@
 import { StoreUnavailable } from "@clinical-api/domain"
-import { Effect, type ParseResult, Schema } from "effect"
+import { Effect, Schema } from "effect"
 import { compileRowGuard } from "./row-guard.js"
 
-type RowsDecoder = (rows: ReadonlyArray<unknown>) => Effect.Effect<ReadonlyArray<unknown>, ParseResult.ParseError>
+/** A row schema: what the driver returns, decoded without services. */
+export type RowSchema<A> = Schema.Decoder<A>
+
+type RowsDecoder = (rows: ReadonlyArray<unknown>) => Effect.Effect<ReadonlyArray<unknown>, Schema.SchemaError>
 
 /**
  * Compiled decoders, one per row schema. Schema compiles a decoder per schema object, and
  * `Schema.Array(schema)` is a new object at every call: compiling it per query cost about
  * eight times the decoding itself.
  */
-const compiled = new WeakMap<Schema.Schema.Any, RowsDecoder>()
+const compiled = new WeakMap<Schema.Top, RowsDecoder>()
 
-const rowsDecoderOf = <A, I>(schema: Schema.Schema<A, I>): RowsDecoder => {
+const rowsDecoderOf = <A>(schema: RowSchema<A>): RowsDecoder => {
   let decoder = compiled.get(schema)
   if (decoder === undefined) {
-    decoder = Schema.decodeUnknown(Schema.Array(schema))
+    decoder = Schema.decodeUnknownEffect(Schema.Array(schema)) as RowsDecoder
     compiled.set(schema, decoder)
   }
   return decoder
@@ -25,24 +28,24 @@ const rowsDecoderOf = <A, I>(schema: Schema.Schema<A, I>): RowsDecoder => {
  * service cannot serve; it is answered like an unreachable store (503), never with a 500.
  */
 export const decodeRows =
-  <A, I>(schema: Schema.Schema<A, I>, operation: string) =>
+  <A>(schema: RowSchema<A>, operation: string) =>
   (rows: ReadonlyArray<unknown>): Effect.Effect<ReadonlyArray<A>, StoreUnavailable> =>
-    (rowsDecoderOf(schema)(rows) as Effect.Effect<ReadonlyArray<A>, ParseResult.ParseError>).pipe(
+    (rowsDecoderOf(schema)(rows) as Effect.Effect<ReadonlyArray<A>, Schema.SchemaError>).pipe(
       Effect.mapError((cause) => new StoreUnavailable({ operation: `${operation}.decode`, cause }))
     )
 
 type RowGuard = (row: unknown) => boolean
 
-const guards = new WeakMap<Schema.Schema.Any, RowGuard>()
+const guards = new WeakMap<Schema.Top, RowGuard>()
 
 /**
- * For row schemas without transformations (only filters, brands and declarations such as
- * `DateFromSelf`, so their type is what the driver returns): the rows
- * are checked against the schema (`compileRowGuard`) and returned as they are: a list page
- * checks some 175 rows. A row that fails the check is decoded, for the error that says why.
+ * For row schemas without transformations (only checks, brands and declarations such as
+ * `Schema.Date`, so their type is what the driver returns): the rows are checked against the
+ * schema (`compileRowGuard`) and returned as they are: a list page checks some 175 rows. A row
+ * that fails the check is decoded, for the error that says why.
  */
 export const checkRows =
-  <A, I>(schema: Schema.Schema<A, I>, operation: string) =>
+  <A>(schema: RowSchema<A>, operation: string) =>
   (rows: ReadonlyArray<unknown>): Effect.Effect<ReadonlyArray<A>, StoreUnavailable> => {
     let guard = guards.get(schema)
     if (guard === undefined) {

@@ -1,11 +1,11 @@
 import { StoreUnavailable } from "@clinical-api/domain"
-import { Context, Data, Effect, Exit, FiberRef, Layer, Redacted, type Scope } from "effect"
+import { Context, Data, Effect, Exit, Layer, Redacted, type Scope } from "effect"
 import postgres from "postgres"
 
 /**
  * One postgres.js pool and the transaction the current fiber runs in, if any. Every
  * repository reaches the database through `run`, so inside `transactionally` all of them use
- * the transaction's connection (the FiberRef below, as @effect/sql does) and every driver or
+ * the transaction's connection (the reference below, as @effect/sql does) and every driver or
  * connection failure becomes the domain's `StoreUnavailable`.
  */
 export type Sql = postgres.Sql
@@ -77,7 +77,7 @@ export interface PgClientService {
   readonly groupTransactionally: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E | StoreUnavailable, R>
 }
 
-export class PgClient extends Context.Tag("@clinical-api/storage-adapter/PgClient")<PgClient, PgClientService>() {}
+export class PgClient extends Context.Service<PgClient, PgClientService>()("@clinical-api/storage-adapter/PgClient") {}
 
 /** A statement that writes rows (see `appendAtCommit`). */
 export type RowsStatement<R> = (sql: Sql, rows: ReadonlyArray<R>) => Promise<unknown>
@@ -118,8 +118,10 @@ interface CurrentTransaction {
   readonly atCommit: Array<DeferredWrite>
 }
 
-/** Not an Option: see `currentCaller` in the domain (an Option of an object costs a WeakMap entry per set). */
-const currentTransaction = FiberRef.unsafeMake<CurrentTransaction | null>(null)
+const CurrentTransaction = Context.Reference<CurrentTransaction | null>(
+  "@clinical-api/storage-adapter/CurrentTransaction",
+  { defaultValue: () => null }
+)
 
 const unavailable = (operation: string) => (cause: unknown) => new StoreUnavailable({ operation, cause })
 
@@ -276,7 +278,7 @@ export const makePgClient = (options: PgClientOptions): Effect.Effect<PgClientSe
         retire(transaction.generation))
 
     const run = <A>(operation: string, query: (sql: Sql) => Promise<A>): Effect.Effect<A, StoreUnavailable> =>
-      Effect.flatMap(FiberRef.get(currentTransaction), (transaction) =>
+      Effect.flatMap(CurrentTransaction, (transaction) =>
         Effect.tryPromise({
           try: () =>
             transaction !== null && transaction.client === client ? sendOn(transaction, query) : sendOnPool(query),
@@ -288,7 +290,7 @@ export const makePgClient = (options: PgClientOptions): Effect.Effect<PgClientSe
       statement: RowsStatement<R>,
       rows: ReadonlyArray<R>
     ): Effect.Effect<void, StoreUnavailable> =>
-      Effect.flatMap(FiberRef.get(currentTransaction), (transaction) => {
+      Effect.flatMap(CurrentTransaction, (transaction) => {
         if (transaction !== null && transaction.client === client) {
           transaction.atCommit.push({ operation, statement: statement as RowsStatement<unknown>, rows })
           return Effect.void
@@ -350,14 +352,14 @@ export const makePgClient = (options: PgClientOptions): Effect.Effect<PgClientSe
     // gets a V8 map of its own, which keeps the function and all it closes over alive until a
     // full collection.
     function* runOwnTransaction<A, E, R>(transaction: ReservedTransaction, effect: Effect.Effect<A, E, R>) {
-      const result = yield* Effect.locally(effect, currentTransaction, transaction)
+      const result = yield* Effect.provideService(effect, CurrentTransaction, transaction)
       const failure = yield* Effect.promise(() => commit(transaction))
       if (failure !== undefined) return yield* failure
       return result
     }
 
     const transactionally = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | StoreUnavailable, R> =>
-      Effect.flatMap(FiberRef.get(currentTransaction), (current) =>
+      Effect.flatMap(CurrentTransaction, (current) =>
         current !== null && current.client === client
           ? effect
           : Effect.acquireUseRelease(
@@ -446,7 +448,7 @@ export const makePgClient = (options: PgClientOptions): Effect.Effect<PgClientSe
     }
 
     const begunTransaction = (group: TransactionGroup) =>
-      Effect.async<ReservedTransaction, StoreUnavailable>((resume) => {
+      Effect.callback<ReservedTransaction, StoreUnavailable>((resume) => {
         const answer = () => {
           const begun = group.begun
           resume(begun === undefined || begun instanceof StoreUnavailable
@@ -458,7 +460,7 @@ export const makePgClient = (options: PgClientOptions): Effect.Effect<PgClientSe
       })
 
     const committed = (group: TransactionGroup) =>
-      Effect.async<void, StoreUnavailable>((resume) => {
+      Effect.callback<void, StoreUnavailable>((resume) => {
         const answer = () => resume(group.outcome instanceof StoreUnavailable ? Effect.fail(group.outcome) : Effect.void)
         if (group.outcome === undefined) group.onOutcome.push(answer)
         else answer()
@@ -466,16 +468,12 @@ export const makePgClient = (options: PgClientOptions): Effect.Effect<PgClientSe
 
     function* runInGroup<A, E, R>(
       restore: <AX, EX, RX>(effect: Effect.Effect<AX, EX, RX>) => Effect.Effect<AX, EX, RX>,
-      effect: Effect.Effect<A, E, R>,
-      outer: CurrentTransaction | null
+      effect: Effect.Effect<A, E, R>
     ) {
       const group = join()
       const atCommit: Array<DeferredWrite> = []
-      // What `Effect.locally` does, without its acquire-release: this region is uninterruptible
-      // and the exit is caught, so the outer value is always put back.
       const exit = yield* Effect.exit(restore(Effect.flatMap(begunTransaction(group), (begun) =>
-        Effect.zipRight(FiberRef.set(currentTransaction, { ...begun, atCommit }), effect))))
-      yield* FiberRef.set(currentTransaction, outer)
+        Effect.provideService(effect, CurrentTransaction, { ...begun, atCommit }))))
       leave(group, Exit.isSuccess(exit) ? atCommit : undefined)
       const value = yield* exit
       // Interrupted while it waits, the member is gone but its writes still commit with the group.
@@ -484,10 +482,10 @@ export const makePgClient = (options: PgClientOptions): Effect.Effect<PgClientSe
     }
 
     const groupTransactionally = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | StoreUnavailable, R> =>
-      Effect.flatMap(FiberRef.get(currentTransaction), (current) =>
+      Effect.flatMap(CurrentTransaction, (current) =>
         current !== null && current.client === client
           ? effect
-          : Effect.uninterruptibleMask((restore) => Effect.gen(() => runInGroup(restore, effect, current))))
+          : Effect.uninterruptibleMask((restore) => Effect.gen(() => runInGroup(restore, effect))))
 
     return {
       maxConnections,
@@ -523,4 +521,4 @@ interface TransactionGroup {
 }
 
 export const PgClientLayer = (options: PgClientOptions): Layer.Layer<PgClient> =>
-  Layer.scoped(PgClient, makePgClient(options))
+  Layer.effect(PgClient, makePgClient(options))

@@ -13,18 +13,19 @@ import {
 import { Effect, Layer, Redacted, Schema } from "effect"
 import { decodeRows } from "../sql/decode.js"
 import { PgClient } from "../sql/pg-client.js"
+import { DateColumn } from "../sql/row-guard.js"
 
 const LeasedRow = Schema.Struct({
   delivery_id: WebhookDeliveryId,
   event_id: WebhookEventId,
   subscription_id: WebhookSubscriptionId,
   endpoint_url: Schema.String,
-  body: Schema.Uint8ArrayFromSelf,
+  body: Schema.Uint8Array,
   secret: Schema.String,
   attempt_count: Schema.Number,
   schedule_offset: Schema.Number,
   max_attempts: Schema.Number,
-  lease_expires_at: Schema.DateFromSelf,
+  lease_expires_at: DateColumn,
   previous_state: Schema.String
 })
 

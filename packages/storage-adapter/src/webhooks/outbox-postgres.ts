@@ -11,7 +11,7 @@ import {
 import { Clock, Effect, Layer, Schema } from "effect"
 import { PgClient } from "../sql/pg-client.js"
 
-const decodeStoredEvent = Schema.decodeUnknown(Schema.parseJson(TranscriptReadyEvent))
+const decodeStoredEvent = Schema.decodeUnknownEffect(Schema.fromJsonString(TranscriptReadyEvent))
 
 /**
  * `WebhookOutbox` on PostgreSQL. One transaction: the event (`INSERT ... ON CONFLICT DO

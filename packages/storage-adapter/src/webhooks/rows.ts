@@ -10,10 +10,11 @@ import {
   WebhookSubscriptionStatus
 } from "@clinical-api/domain"
 import { Schema } from "effect"
+import { DateColumn } from "../sql/row-guard.js"
 
 /** The database rows of the webhook tables (migration 3), decoded with Schema. */
 
-export const ReadinessRecord = Schema.Record({ key: WebhookReadinessItem, value: WebhookReadinessStatus })
+export const ReadinessRecord = Schema.Record(WebhookReadinessItem, WebhookReadinessStatus)
 
 export const SubscriptionRow = Schema.Struct({
   subscription_id: WebhookSubscriptionId,
@@ -22,8 +23,8 @@ export const SubscriptionRow = Schema.Struct({
   state: WebhookSubscriptionStatus,
   revision: Schema.Number,
   readiness: ReadinessRecord,
-  created_at: Schema.DateFromSelf,
-  updated_at: Schema.DateFromSelf
+  created_at: DateColumn,
+  updated_at: DateColumn
 })
 
 export const subscriptionColumns =
@@ -59,7 +60,7 @@ export const RevisionRow = Schema.Struct({
   readiness: ReadinessRecord,
   changed_by: Schema.NullOr(Schema.String),
   reason: Schema.NullOr(Schema.String),
-  created_at: Schema.DateFromSelf
+  created_at: DateColumn
 })
 export type RevisionRow = typeof RevisionRow.Type
 
@@ -71,15 +72,15 @@ export const DeliveryRow = Schema.Struct({
   state: WebhookDeliveryState,
   attempt_count: Schema.Number,
   max_attempts: Schema.Number,
-  next_attempt_at: Schema.DateFromSelf,
+  next_attempt_at: DateColumn,
   lease_owner: Schema.NullOr(Schema.String),
-  lease_expires_at: Schema.NullOr(Schema.DateFromSelf),
-  last_attempt_at: Schema.NullOr(Schema.DateFromSelf),
+  lease_expires_at: Schema.NullOr(DateColumn),
+  last_attempt_at: Schema.NullOr(DateColumn),
   last_response_status: Schema.NullOr(Schema.Number),
   last_error_class: Schema.NullOr(Schema.String),
   failure_reason: Schema.NullOr(Schema.String),
-  created_at: Schema.DateFromSelf,
-  updated_at: Schema.DateFromSelf
+  created_at: DateColumn,
+  updated_at: DateColumn
 })
 export type DeliveryRow = typeof DeliveryRow.Type
 
@@ -90,8 +91,8 @@ export const deliveryColumns = `d.delivery_id, d.event_id, e.event_type, d.subsc
 export const AttemptRow = Schema.Struct({
   attempt_number: Schema.Number,
   worker_id: Schema.String,
-  started_at: Schema.DateFromSelf,
-  finished_at: Schema.NullOr(Schema.DateFromSelf),
+  started_at: DateColumn,
+  finished_at: Schema.NullOr(DateColumn),
   duration_ms: Schema.NullOr(Schema.Number),
   response_status: Schema.NullOr(Schema.Number),
   error_class: Schema.NullOr(Schema.String)

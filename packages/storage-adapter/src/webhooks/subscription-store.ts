@@ -207,10 +207,7 @@ export interface WebhookOperatorStoreService {
   ) => Effect.Effect<OrganizationId, UnknownTranscript | StoreUnavailable>
 }
 
-export class WebhookOperatorStore extends Context.Tag("@clinical-api/storage-adapter/WebhookOperatorStore")<
-  WebhookOperatorStore,
-  WebhookOperatorStoreService
->() {}
+export class WebhookOperatorStore extends Context.Service<WebhookOperatorStore, WebhookOperatorStoreService>()("@clinical-api/storage-adapter/WebhookOperatorStore") {}
 
 const toDelivery = (row: DeliveryRow): WebhookDeliveryRecord => ({
   deliveryId: row.delivery_id,

@@ -21,7 +21,7 @@ import {
   UnitOfWork
 } from "@clinical-api/domain"
 import { expect, layer } from "@effect/vitest"
-import { Cause, Chunk, Context, Effect, Either, Exit, Layer, Option, Redacted, Stream } from "effect"
+import { Cause, Context, Effect, Exit, Layer, Option, Redacted, Result, Stream } from "effect"
 import {
   EmbeddedAudioStorageLayer,
   encounterPageStatement,
@@ -49,10 +49,7 @@ export const digestKey = Redacted.make("contract-suite-digest-key")
 
 const exampleFixtureText = readFileSync(new URL("../../fixtures/example.fixture.json", import.meta.url), "utf8")
 
-class CurrentDatabase extends Context.Tag("test/CurrentDatabase")<
-  CurrentDatabase,
-  TestDatabase & { readonly queries: Array<string> }
->() {}
+class CurrentDatabase extends Context.Service<CurrentDatabase, TestDatabase & { readonly queries: Array<string> }>()("test/CurrentDatabase") {}
 
 /** Unique per call, so that tests sharing one database never see each other's rows. */
 const unique = (prefix: string) => `${prefix}_${randomBytes(5).toString("hex")}`
@@ -199,11 +196,11 @@ const changeAroundMidnights = (org: string) =>
  * kind of database (a real server, the embedded PGlite) with a factory of fresh databases.
  */
 export const repositoryContract = (factory: TestDatabaseFactory) => {
-  const database = Layer.scoped(
+  const database = Layer.effect(
     CurrentDatabase,
     Effect.map(factory.fresh, (db) => ({ ...db, queries: new Array<string>() }))
   )
-  const client = Layer.scoped(
+  const client = Layer.effect(
     PgClient,
     Effect.flatMap(CurrentDatabase, (db) =>
       makePgClient({ url: db.url, ...db.clientOptions, onQuery: (text) => db.queries.push(text) })
@@ -959,8 +956,8 @@ export const repositoryContract = (factory: TestDatabaseFactory) => {
         if (listed === undefined) throw new Error("the example fixture has no clinical encounter with a patient")
         yield* pg.run("test.corrupt-patient", (sql) =>
           sql`UPDATE patients SET date_of_birth = '10000-01-01' WHERE patient_id = ${listed.patient_id ?? ""}`)
-        const unlisted = yield* Effect.either(repository.listForOrganization(listed.organization_id as OrganizationId, query()))
-        expect(Either.isLeft(unlisted) && unlisted.left).toMatchObject({ _tag: "StoreUnavailable", operation: "encounters.list.decode" })
+        const unlisted = yield* Effect.result(repository.listForOrganization(listed.organization_id as OrganizationId, query()))
+        expect(Result.isFailure(unlisted) && unlisted.failure).toMatchObject({ _tag: "StoreUnavailable", operation: "encounters.list.decode" })
         // Loading it again is refused as a whole.
         const again = yield* Effect.flip(load(exampleFixtureText))
         expect(again).toBeInstanceOf(FixtureRejected)
@@ -1135,13 +1132,13 @@ export const repositoryContract = (factory: TestDatabaseFactory) => {
         const rolledBack = yield* event(org, "2026-05-01T10:30:00.000Z", "enc_rolled_back")
         const failure = new StoreUnavailable({ operation: "test.after-record" })
         const failed = yield* Effect.exit(
-          unitOfWork.transactionally(Effect.zipRight(recorder.record([rolledBack]), Effect.fail(failure)))
+          unitOfWork.transactionally(Effect.andThen(recorder.record([rolledBack]), Effect.fail(failure)))
         )
         expect(failed).toEqual(Exit.fail(failure))
         // A defect too.
         const defected = yield* event(org, "2026-05-01T10:31:00.000Z", "enc_defect")
         const died = yield* Effect.exit(
-          unitOfWork.transactionally(Effect.zipRight(recorder.record([defected]), Effect.die("boom")))
+          unitOfWork.transactionally(Effect.andThen(recorder.record([defected]), Effect.die("boom")))
         )
         expect(died).toEqual(Exit.die("boom"))
         expect(yield* countRows("disclosure_events", "event_id", [rolledBack.eventId, defected.eventId])).toBe(0)
@@ -1149,9 +1146,9 @@ export const repositoryContract = (factory: TestDatabaseFactory) => {
         // already stored) fails the unit of work after its effect succeeded, and nothing of it commits.
         const beside = yield* event(org, "2026-05-01T10:32:00.000Z", "enc_beside")
         const refusedAtCommit = yield* Effect.exit(
-          unitOfWork.transactionally(Effect.as(Effect.zipRight(recorder.record([beside]), recorder.record([committed[0]!])), "read"))
+          unitOfWork.transactionally(Effect.as(Effect.andThen(recorder.record([beside]), recorder.record([committed[0]!])), "read"))
         )
-        expect(Exit.isFailure(refusedAtCommit) && Cause.failureOption(refusedAtCommit.cause).pipe(
+        expect(Exit.isFailure(refusedAtCommit) && Cause.findErrorOption(refusedAtCommit.cause).pipe(
           Option.map((error) => (error as StoreUnavailable).operation),
           Option.getOrNull
         )).toBe("disclosures.record")
@@ -1179,14 +1176,14 @@ export const repositoryContract = (factory: TestDatabaseFactory) => {
             patient_id: "pat_1",
             request_id: "req_1"
           }))
-        expect(Chunk.toReadonlyArray(exported)).toEqual(expected)
+        expect(exported).toEqual(expected)
         const everything = yield* Stream.runCollect(operator.exportDisclosures({ organizationId: org }))
-        expect(Chunk.toReadonlyArray(everything).map((line) => line.encounter_id)).toEqual(
+        expect(everything.map((line) => line.encounter_id)).toEqual(
           expect.arrayContaining(["enc_1", "enc_2", "enc_3", "enc_4"])
         )
-        expect(Chunk.size(everything)).toBe(4)
-        const unknown = yield* Effect.either(Stream.runCollect(operator.exportDisclosures({ organizationId: unique("org_none") as OrganizationId })))
-        expect(Either.isLeft(unknown) && unknown.left._tag).toBe("UnknownOrganization")
+        expect(everything.length).toBe(4)
+        const unknown = yield* Effect.result(Stream.runCollect(operator.exportDisclosures({ organizationId: unique("org_none") as OrganizationId })))
+        expect(Result.isFailure(unknown) && unknown.failure._tag).toBe("UnknownOrganization")
       })
     )
 
@@ -1255,7 +1252,7 @@ export const repositoryContract = (factory: TestDatabaseFactory) => {
           Effect.exit(reader(culprit, Effect.asVoid(pg.run("test.division", (sql) => sql`SELECT 1 / 0`))))
         ], { concurrency: "unbounded" })
         const operationOf = (exit: Exit.Exit<unknown, unknown>) =>
-          Exit.isFailure(exit) ? Option.getOrNull(Option.map(Cause.failureOption(exit.cause), (error) => (error as StoreUnavailable).operation)) : null
+          Exit.isFailure(exit) ? Option.getOrNull(Option.map(Cause.findErrorOption(exit.cause), (error) => (error as StoreUnavailable).operation)) : null
         expect(operationOf(culpritExit)).toBe("test.division")
         expect(operationOf(innocentExit)).not.toBeNull()
         expect(yield* countRows("disclosure_events", "event_id", [innocent.eventId, culprit.eventId])).toBe(0)
@@ -1266,7 +1263,7 @@ export const repositoryContract = (factory: TestDatabaseFactory) => {
 
         // Once its unit has ended, committed or failed, the fiber is outside any transaction
         // again: an event recorded after it is written at once, not kept for a COMMIT that is over.
-        for (const unit of [transactionId, Effect.zipRight(transactionId, Effect.fail(failure))]) {
+        for (const unit of [transactionId, Effect.andThen(transactionId, Effect.fail(failure))]) {
           yield* Effect.exit(unitOfWork.transactionally(unit))
           const loose = yield* event(`enc_loose_${unique("after")}`)
           yield* recorder.record([loose])
@@ -1290,20 +1287,21 @@ export const repositoryContract = (factory: TestDatabaseFactory) => {
               })
             })
         )
+        // Built apart from the suite's own ports (`local`): layers are otherwise shared across provides.
         const unreachable = PostgresPortsLive.pipe(
           Layer.provideMerge(PgClientLayer({ url: `postgres://postgres@127.0.0.1:${closedPort}/postgres`, connectTimeoutSeconds: 2 }))
         )
         const result = yield* Effect.flip(
           Effect.flatMap(EncounterRepository, (repository) => repository.listForOrganization("org" as OrganizationId, query()))
-        ).pipe(Effect.provide(unreachable))
+        ).pipe(Effect.provide(unreachable, { local: true }))
         expect(result).toBeInstanceOf(StoreUnavailable)
         const keyLookup = yield* Effect.flip(
           Effect.flatMap(ApiKeyStore, (store) => store.findByDigest("0".repeat(64)))
-        ).pipe(Effect.provide(unreachable))
+        ).pipe(Effect.provide(unreachable, { local: true }))
         expect(keyLookup._tag).toBe("StoreUnavailable")
         const unitOfWork = yield* Effect.flip(
           Effect.flatMap(UnitOfWork, (uow) => uow.transactionally(Effect.void))
-        ).pipe(Effect.provide(unreachable))
+        ).pipe(Effect.provide(unreachable, { local: true }))
         expect(unitOfWork._tag).toBe("StoreUnavailable")
       })
     )
