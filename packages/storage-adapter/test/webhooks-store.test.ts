@@ -26,6 +26,7 @@ import {
   RedeliveryRefused,
   ReadinessChangeRefused,
   type Sql,
+  textArray,
   WebhookOperatorStore,
   WebhooksPostgresLive
 } from "../src/index.js"
@@ -223,7 +224,7 @@ if (databaseUrl === undefined || databaseUrl === "") {
         yield* succeed(done, now)
         // Return the last two to pending, then make `stale` a sending delivery whose lease has expired.
         yield* sql((s) => s`UPDATE webhook_deliveries SET state = 'pending', lease_owner = NULL, lease_expires_at = NULL
-          WHERE delivery_id = ANY(${s.array(leased.slice(3).map((d) => d.deliveryId))})`)
+          WHERE delivery_id = ANY(${textArray(s, leased.slice(3).map((d) => d.deliveryId))})`)
         yield* sql((s) => s`UPDATE webhook_deliveries SET lease_expires_at = ${new Date(now.getTime() - 1000)}
           WHERE delivery_id = ${stale.deliveryId}`)
 

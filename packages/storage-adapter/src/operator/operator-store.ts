@@ -16,7 +16,7 @@ import {
 import { Context, Data, Effect, Layer, Option, type Redacted, Schema, Stream } from "effect"
 import { OrganizationRow, toOrganizationRecord } from "../repositories/organization-store.js"
 import { decodeRows } from "../sql/decode.js"
-import { type Fragment, PgClient, type Sql } from "../sql/pg-client.js"
+import { type Fragment, PgClient, type Sql, textArray } from "../sql/pg-client.js"
 import { DateColumn } from "../sql/row-guard.js"
 
 /**
@@ -232,7 +232,7 @@ export const makeOperatorStore = Effect.gen(function* () {
         (sql) => sql`
           INSERT INTO organizations (organization_id, name, approved, enabled_routes)
           VALUES (${input.organizationId}, ${input.name}, ${input.approved ?? false},
-                  ${sql.array([...new Set(input.enabledRoutes ?? [])])})
+                  ${textArray(sql, [...new Set(input.enabledRoutes ?? [])])})
           ON CONFLICT (organization_id) DO NOTHING
           RETURNING organization_id, name, approved, enabled_routes`
       )
@@ -305,7 +305,7 @@ export const makeOperatorStore = Effect.gen(function* () {
             (sql) => sql`
               INSERT INTO api_keys (api_key_id, digest, kind, organization_id, scopes, state, expires_at, label)
               VALUES (${apiKeyId}, ${computeApiKeyDigest(input.digestKey, token)}, ${input.kind ?? "organization"},
-                      ${input.organizationId}, ${sql.array([...new Set(input.scopes)])}, 'active',
+                      ${input.organizationId}, ${textArray(sql, [...new Set(input.scopes)])}, 'active',
                       ${input.expiresAt ?? null}, ${input.label ?? null})
               RETURNING ${sql.unsafe(keyColumns)}`
           )

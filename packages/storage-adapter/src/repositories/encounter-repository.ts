@@ -21,7 +21,7 @@ import {
 } from "@clinical-api/domain"
 import { Effect, Layer, Option, Schema } from "effect"
 import { checkRows, decodeRows } from "../sql/decode.js"
-import { type Fragment, PgClient, type PgClientService, type Sql } from "../sql/pg-client.js"
+import { type Fragment, PgClient, type PgClientService, type Sql, textArray } from "../sql/pg-client.js"
 import { DateColumn } from "../sql/row-guard.js"
 import { embeddedObjectSeenIn, type MarkedRecordingReference } from "./recording-object-mark.js"
 
@@ -250,7 +250,7 @@ export const encounterPageStatement = (
 export const documentSummariesStatement = (sql: Sql, encounterIds: ReadonlyArray<string>) => sql`
   SELECT document_id, encounter_id, schema_type, title, status, workflow_variant, audio_duration_seconds, created_at
   FROM documents
-  WHERE encounter_id = ANY(${sql.array([...encounterIds])})
+  WHERE encounter_id = ANY(${textArray(sql, encounterIds)})
   ORDER BY encounter_id, created_at, document_id COLLATE "C"`
 
 /**

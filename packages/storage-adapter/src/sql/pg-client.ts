@@ -1,6 +1,7 @@
 import { StoreUnavailable } from "@clinical-api/domain"
 import { Context, Data, Effect, Exit, Layer, Redacted, type Scope } from "effect"
 import postgres from "postgres"
+import { parse as parseArrayText } from "postgres-array"
 
 /**
  * One postgres.js pool and the transaction the current fiber runs in, if any. Every
@@ -102,6 +103,8 @@ interface Generation {
   readonly established: Set<number>
   /** Statements waiting for their answer, failed at once when the pool is retired. */
   readonly waiting: Set<(cause: ConnectionLost) => void>
+  /** Every connection of the pool opened, before its first reservation (see `warmUp`). */
+  warm: Promise<unknown> | undefined
 }
 
 interface DeferredWrite {
@@ -123,6 +126,33 @@ const CurrentTransaction = Context.Reference<CurrentTransaction | null>(
   { defaultValue: () => null }
 )
 
+/** PostgreSQL's oid of `text[]`. */
+const TEXT_ARRAY_OID = 1009
+
+const quoteArrayElement = (value: unknown) =>
+  value === null ? "NULL" : `"${String(value).replace(/\\/g, "\\\\").replace(/"/g, "\\\"")}"`
+
+/**
+ * The array types the repositories send and read, given to postgres.js up front: with
+ * `fetch_types` (its default) each fresh connection first runs a query for every array type,
+ * and a connection lost during it rejects a promise nothing awaits, which can end the process.
+ */
+const arrayTypes = {
+  textArray: {
+    to: TEXT_ARRAY_OID,
+    from: [TEXT_ARRAY_OID],
+    serialize: (values: ReadonlyArray<unknown>) => `{${values.map(quoteArrayElement).join(",")}}`,
+    parse: (text: string) => parseArrayText(text)
+  }
+}
+
+/**
+ * A `text[]` parameter. Use it instead of `sql.array`, which needs the array types postgres.js
+ * fetches per connection (off here); cast it in SQL for other element types (`::integer[]`).
+ */
+export const textArray = (sql: Sql, values: ReadonlyArray<string | null>) =>
+  sql.typed(values as Array<string | null>, TEXT_ARRAY_OID)
+
 const unavailable = (operation: string) => (cause: unknown) => new StoreUnavailable({ operation, cause })
 
 const connectionLost = new ConnectionLost({ message: "the database connection was lost" })
@@ -133,6 +163,9 @@ const reconnectBackoff = (attempts: number) => Math.min(0.05 * 2 ** attempts, 0.
 
 /** After a pool could not connect at all, how long statements fail at once before a new pool tries again. */
 const UNREACHABLE_PAUSE_MS = 250
+
+/** What each connection answers before the pool's first reservation; not reported to `onQuery`. */
+const WARM_UP_STATEMENT = "SELECT 1 AS warm_up"
 
 /** How long the client waits past `statement_timeout` for the server's own cancellation. */
 const SERVER_CANCEL_GRACE_MS = 1000
@@ -223,13 +256,15 @@ export const makePgClient = (options: PgClientOptions): Effect.Effect<PgClientSe
           idle_timeout: 0,
           max_lifetime: null,
           backoff: reconnectBackoff,
+          fetch_types: false,
+          types: arrayTypes,
           onnotice: noop,
           ...(statementTimeoutMs > 0 && options.serverStatementTimeout === true
             ? { connection: { statement_timeout: statementTimeoutMs } }
             : {}),
           debug: (connection: number, query: string) => {
             established.add(connection)
-            onQuery?.(query)
+            if (query !== WARM_UP_STATEMENT) onQuery?.(query)
           },
           onclose: (connection: number) => {
             if (established.has(connection)) return retire(generation)
@@ -243,7 +278,8 @@ export const makePgClient = (options: PgClientOptions): Effect.Effect<PgClientSe
         }),
         retired: false,
         established,
-        waiting: new Set()
+        waiting: new Set(),
+        warm: undefined
       }
       return generation
     }
@@ -302,8 +338,27 @@ export const makePgClient = (options: PgClientOptions): Effect.Effect<PgClientSe
      * A connection reserved for a transaction of its own, with BEGIN sent: it leaves with the
      * first statement and is awaited before the commit (`begun`).
      */
+    /**
+     * postgres.js 3.4.9 without `fetch_types` never hands a reservation to the connection it
+     * opens for it (its first ReadyForQuery reaches no queue), so the reservation waits until
+     * another connection of the pool is released, forever on a pool of one. Once every
+     * connection has answered a statement, a reservation takes an idle one or waits for a
+     * release. A warm-up that fails is tried again by the next reservation.
+     */
+    const warmUp = (target: Generation): Promise<unknown> => {
+      if (target.warm === undefined) {
+        const warm = Promise.all(Array.from({ length: maxConnections }, () => target.sql.unsafe(WARM_UP_STATEMENT).execute()))
+        warm.catch(() => {
+          if (target.warm === warm) target.warm = undefined
+        })
+        target.warm = warm
+      }
+      return guarded(target, () => target.warm!, clientTimeoutMs, noop)
+    }
+
     const reserve = async (): Promise<ReservedTransaction> => {
       const target = generation()
+      await warmUp(target)
       const connection = await guarded(target, () => target.sql.reserve(), clientTimeoutMs, noop, (late) => {
         if (!target.retired) late.release()
       })

@@ -12,7 +12,7 @@ import {
 } from "@clinical-api/domain"
 import { Effect, Layer, Redacted, Schema } from "effect"
 import { decodeRows } from "../sql/decode.js"
-import { PgClient } from "../sql/pg-client.js"
+import { PgClient, textArray } from "../sql/pg-client.js"
 import { DateColumn } from "../sql/row-guard.js"
 
 const LeasedRow = Schema.Struct({
@@ -69,7 +69,7 @@ export const makeWebhookDeliveryQueuePostgres = Effect.gen(function* () {
               UPDATE webhook_delivery_attempts
               SET error_class = 'lease_expired', finished_at = ${now},
                   duration_ms = GREATEST(0, (EXTRACT(EPOCH FROM (${now}::timestamptz - started_at)) * 1000)::integer)
-              WHERE delivery_id = ANY(${sql.array(exhausted.map((row) => row.delivery_id))}::text[]) AND finished_at IS NULL`
+              WHERE delivery_id = ANY(${textArray(sql, exhausted.map((row) => row.delivery_id))}::text[]) AND finished_at IS NULL`
           )
         }
         const rows = yield* client
@@ -110,7 +110,7 @@ export const makeWebhookDeliveryQueuePostgres = Effect.gen(function* () {
               UPDATE webhook_delivery_attempts
               SET error_class = 'lease_expired', finished_at = ${now},
                   duration_ms = GREATEST(0, (EXTRACT(EPOCH FROM (${now}::timestamptz - started_at)) * 1000)::integer)
-              WHERE delivery_id = ANY(${sql.array(stale)}::text[]) AND finished_at IS NULL`
+              WHERE delivery_id = ANY(${textArray(sql, stale)}::text[]) AND finished_at IS NULL`
           )
         }
         yield* client.run(
@@ -118,8 +118,8 @@ export const makeWebhookDeliveryQueuePostgres = Effect.gen(function* () {
           (sql) => sql`
             INSERT INTO webhook_delivery_attempts (delivery_id, attempt_number, worker_id, started_at)
             SELECT delivery_id, attempt_number, ${workerId}, ${now}
-            FROM unnest(${sql.array(rows.map((row) => row.delivery_id))}::text[],
-                        ${sql.array(rows.map((row) => row.attempt_count))}::integer[]) AS opened (delivery_id, attempt_number)`
+            FROM unnest(${textArray(sql, rows.map((row) => row.delivery_id))}::text[],
+                        ${textArray(sql, rows.map((row) => String(row.attempt_count)))}::integer[]) AS opened (delivery_id, attempt_number)`
         )
         return rows.map(
           (row): LeasedDelivery => ({

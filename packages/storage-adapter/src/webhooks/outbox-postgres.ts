@@ -9,7 +9,7 @@ import {
   WebhookOutbox
 } from "@clinical-api/domain"
 import { Clock, Effect, Layer, Schema } from "effect"
-import { PgClient } from "../sql/pg-client.js"
+import { PgClient, textArray } from "../sql/pg-client.js"
 
 const decodeStoredEvent = Schema.decodeUnknownEffect(Schema.fromJsonString(TranscriptReadyEvent))
 
@@ -80,7 +80,7 @@ export const makeWebhookOutboxPostgres = Effect.gen(function* () {
               INSERT INTO webhook_deliveries
                 (delivery_id, event_id, subscription_id, state, max_attempts, next_attempt_at, created_at, updated_at)
               SELECT delivery_id, ${event.id}, subscription_id, 'pending', ${WEBHOOK_MAX_ATTEMPTS}, ${now}, ${now}, ${now}
-              FROM unnest(${sql.array(deliveryIds)}::text[], ${sql.array(subscriptions.map((row) => row.subscription_id))}::text[])
+              FROM unnest(${textArray(sql, deliveryIds)}::text[], ${textArray(sql, subscriptions.map((row) => row.subscription_id))}::text[])
                 AS planned (delivery_id, subscription_id)`
           )
         }

@@ -40,7 +40,8 @@ import {
   PostgresPortsLive,
   type Fixture,
   type FixtureEncounter,
-  type Sql
+  type Sql,
+  textArray
 } from "../../src/index.js"
 import { embeddedObjectSeenIn, type MarkedRecordingReference } from "../../src/repositories/recording-object-mark.js"
 import type { TestDatabase, TestDatabaseFactory } from "../../src/testing/test-database.js"
@@ -126,7 +127,7 @@ const countRows = (table: string, column: string, values: ReadonlyArray<string>)
     client.run(
       "test.count",
       (sql) => sql<Array<{ count: number }>>`
-        SELECT count(*)::int AS count FROM ${sql(table)} WHERE ${sql(column)} = ANY(${sql.array([...values])})`
+        SELECT count(*)::int AS count FROM ${sql(table)} WHERE ${sql(column)} = ANY(${textArray(sql, values)})`
     )
   ).pipe(Effect.map((rows) => rows[0]?.count ?? -1))
 
