@@ -5,9 +5,10 @@ import { Effect, Option, Redacted } from "effect"
 import { type CliDatabase, freshDatabase, onTestDatabase, plain, runChild, runInProcess } from "./support/cli-harness.js"
 
 /**
- * `pnpm cli` as operators run it: real child processes of src/cli/main.ts, for what only a
- * process shows (exit status, which stream gets what, the token printed once). Each child
- * takes seconds to start, so independent ones run concurrently.
+ * `pnpm cli` as operators run it: real child processes of the built CLI (scripts/cli.mjs, which
+ * builds dist/cli.mjs from src/cli/main.ts when it is stale), for what only a process shows
+ * (exit status, which stream gets what, the token printed once). Independent children run
+ * concurrently.
  */
 
 let database: CliDatabase
@@ -46,6 +47,19 @@ describe("pnpm cli as a child process", { timeout: 120_000 }, () => {
         .filter((line) => line.trim() !== "")
       expect({ code: result.code, lines: lines.length, stdout: result.stdout }).toEqual({ code: 1, lines: 1, stdout: "" })
       expect(lines[0]).toMatch(message)
+    }
+  })
+
+  it("the built CLI writes no colour codes into a pipe, with neither NO_COLOR nor FORCE_COLOR set", async () => {
+    const [rootHelp, groupHelp, refused] = await Promise.all([
+      runChild(["--help"], database.env, "unset"),
+      runChild(["keys", "--help"], database.env, "unset"),
+      runChild(["keys", "nope"], database.env, "unset")
+    ])
+    expect([rootHelp.code, groupHelp.code, refused.code]).toEqual([0, 0, 1])
+    expect(rootHelp.stdout).toContain("COMMANDS")
+    for (const output of [rootHelp.stdout, rootHelp.stderr, groupHelp.stdout, refused.stderr]) {
+      expect(output).not.toMatch(/\x1b/)
     }
   })
 

@@ -15,14 +15,15 @@ import { exampleFixturePath } from "../../support/example-fixture.js"
  * The CLI under test, on a fresh database per test file: a database with a random name on
  * the server of `DATABASE_URL` (dropped afterwards) or, without `DATABASE_URL`, an embedded
  * PGlite in a temporary `PGLITE_DATA_DIR`. Commands run either as real child processes
- * (`node --import tsx src/cli/main.ts`, what `pnpm cli` runs) or in-process through the same
- * `cliProgram` with a captured console: a child costs seconds of start-up, so the suites use
+ * (`node scripts/cli.mjs`, what `pnpm cli` runs: the built CLI) or in-process through the same
+ * `cliProgram` with a captured console: a child costs about a second of start-up, so the suites use
  * children for what only a process shows (exit status, streams, main.ts) and run the bulk of
  * the scenarios in-process.
  */
 
 export const WORKSPACE_ROOT = fileURLToPath(new URL("../../../../../", import.meta.url))
-export const CLI_ENTRY = "packages/http-adapter/src/cli/main.ts"
+/** What `pnpm cli` runs: the CLI's bundle, built first when it is missing or stale. */
+export const CLI_ENTRY = "packages/http-adapter/scripts/cli.mjs"
 export const EXAMPLE_FIXTURE = exampleFixturePath
 
 export interface CliResult {
@@ -67,21 +68,28 @@ export const freshDatabase = async (): Promise<CliDatabase> => {
   }
 }
 
-/** The environment of a child: this process's, without any database selection but `env`'s. */
-const childEnvironment = (env: Readonly<Record<string, string>>) => {
+/**
+ * The environment of a child: this process's, without any database selection but `env`'s;
+ * NO_COLOR set unless `colorSettings` is "unset" (then neither NO_COLOR nor FORCE_COLOR is set).
+ */
+const childEnvironment = (env: Readonly<Record<string, string>>, colorSettings: "no-color" | "unset") => {
   const inherited = { ...process.env }
-  for (const name of ["DATABASE_URL", "PGLITE_DATA_DIR", "API_KEY_DIGEST_KEY", "PUBLIC_API_ENVIRONMENT", "FIXTURE_FILE"]) {
+  for (const name of ["DATABASE_URL", "PGLITE_DATA_DIR", "API_KEY_DIGEST_KEY", "PUBLIC_API_ENVIRONMENT", "FIXTURE_FILE", "NO_COLOR", "FORCE_COLOR"]) {
     delete inherited[name]
   }
-  return { ...inherited, NO_COLOR: "1", ...env }
+  return { ...inherited, ...(colorSettings === "no-color" ? { NO_COLOR: "1" } : {}), ...env }
 }
 
 /** Runs `pnpm cli <args>` as a child process (without pnpm's own banner). */
-export const runChild = (args: ReadonlyArray<string>, env: Readonly<Record<string, string>>): Promise<CliResult> =>
+export const runChild = (
+  args: ReadonlyArray<string>,
+  env: Readonly<Record<string, string>>,
+  colorSettings: "no-color" | "unset" = "no-color"
+): Promise<CliResult> =>
   new Promise((resolvePromise, reject) => {
-    const child = spawn(process.execPath, ["--import", "tsx", CLI_ENTRY, ...args], {
+    const child = spawn(process.execPath, [CLI_ENTRY, ...args], {
       cwd: WORKSPACE_ROOT,
-      env: childEnvironment(env),
+      env: childEnvironment(env, colorSettings),
       stdio: ["ignore", "pipe", "pipe"]
     })
     let stdout = ""
