@@ -4,7 +4,9 @@ import { Schema } from "effect"
  * Every identifier of the contract is an opaque string: no prefix, format or meaning may be
  * inferred from it. The brands keep one kind of id from being passed where another is expected.
  */
-const OpaqueId = Schema.String.check(Schema.isMinLength(1))
+const OpaqueId = Schema.String.check(Schema.isMinLength(1)).annotate({
+  description: "Opaque identifier: nothing may be inferred from its content."
+})
 
 export const OrganizationId = OpaqueId.pipe(Schema.brand("OrganizationId"))
 export type OrganizationId = typeof OrganizationId.Type

@@ -5,7 +5,9 @@ import { CalendarDate, Timestamp } from "./time.js"
 /**
  * The public resources of contract section 2. Each is a plain struct (no `_tag`) whose
  * encoded form is exactly the contract's JSON. Keys that are "not required" decode to `null`
- * (or `[]`) when absent and are always written, so partners see one stable shape.
+ * (or `[]`) when absent and are always written, so partners see one stable shape. Their
+ * encoded side is an optional key (`...TypeKey`), never `undefined`: the OpenAPI generator
+ * would document an `undefined` as `null`, a value the wire never sends.
  */
 
 /**
@@ -15,7 +17,7 @@ import { CalendarDate, Timestamp } from "./time.js"
 export const exactParseOptions = { onExcessProperty: "error" } as const
 
 const optionalNullable = <S extends Schema.Top>(schema: S) =>
-  Schema.NullOr(schema).pipe(Schema.withDecodingDefaultType(Effect.succeed(null)))
+  Schema.NullOr(schema).pipe(Schema.withDecodingDefaultTypeKey(Effect.succeed(null)))
 
 export const SchemaType = Schema.Literals(["document", "ambient_transcript", "billing", "encounter_checklist"])
 export type SchemaType = typeof SchemaType.Type
@@ -55,15 +57,15 @@ export const PublicEncounterSummary = Schema.Struct({
   encounter_type: optionalNullable(EncounterType),
   status: optionalNullable(Schema.String),
   patient: optionalNullable(PublicPatientSummary),
-  documents: Schema.Array(PublicEncounterDocumentSummary).pipe(Schema.withDecodingDefaultType(Effect.succeed([])))
+  documents: Schema.Array(PublicEncounterDocumentSummary).pipe(Schema.withDecodingDefaultTypeKey(Effect.succeed([])))
 }).annotate({ identifier: "PublicEncounterSummary" })
 export type PublicEncounterSummary = typeof PublicEncounterSummary.Type
 
 export const PublicEncounterListResponse = Schema.Struct({
   items: Schema.Array(PublicEncounterSummary),
-  limit: Schema.Int,
-  offset: Schema.Int,
-  total: Schema.Int
+  limit: Schema.Int.check(Schema.isGreaterThanOrEqualTo(1)),
+  offset: Schema.Int.check(Schema.isGreaterThanOrEqualTo(0)),
+  total: Schema.Int.check(Schema.isGreaterThanOrEqualTo(0))
 }).annotate({ identifier: "PublicEncounterListResponse" })
 export type PublicEncounterListResponse = typeof PublicEncounterListResponse.Type
 
@@ -73,7 +75,7 @@ export const PublicEncounterDetailResponse = Schema.Struct({
 export type PublicEncounterDetailResponse = typeof PublicEncounterDetailResponse.Type
 
 export const PublicDocumentContent = Schema.Struct({
-  format: Schema.Literal("markdown").pipe(Schema.withDecodingDefaultType(Effect.succeed("markdown" as const))),
+  format: Schema.Literal("markdown").pipe(Schema.withDecodingDefaultTypeKey(Effect.succeed("markdown" as const))),
   text: optionalNullable(Schema.String)
 }).annotate({ identifier: "PublicDocumentContent" })
 export type PublicDocumentContent = typeof PublicDocumentContent.Type
@@ -86,8 +88,8 @@ export const PublicClinicalDocument = Schema.Struct({
   created_at: Timestamp,
   updated_at: Timestamp,
   title: optionalNullable(Schema.String),
-  status: Schema.Null.pipe(Schema.withDecodingDefaultType(Effect.succeed(null))),
-  workflow_variant: Schema.Null.pipe(Schema.withDecodingDefaultType(Effect.succeed(null)))
+  status: Schema.Null.pipe(Schema.withDecodingDefaultTypeKey(Effect.succeed(null))),
+  workflow_variant: Schema.Null.pipe(Schema.withDecodingDefaultTypeKey(Effect.succeed(null)))
 }).annotate({ identifier: "PublicClinicalDocument" })
 export type PublicClinicalDocument = typeof PublicClinicalDocument.Type
 

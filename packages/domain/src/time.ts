@@ -45,9 +45,14 @@ export const parseRfc3339Instant = (text: string): Date | undefined => {
 
 /**
  * A contract timestamp: decodes any RFC 3339 date-time with offset, encodes as UTC with
- * milliseconds (`2026-05-01T12:00:00.000Z`), as docs/behaviour.md requires.
+ * milliseconds (`2026-05-01T12:00:00.000Z`), as docs/behaviour.md requires. Named and
+ * described on its encoded side, the string the wire and the OpenAPI document show.
  */
-export const Timestamp = Schema.String.annotate({ format: "date-time" }).pipe(
+export const Timestamp = Schema.String.annotate({
+  identifier: "Timestamp",
+  format: "date-time",
+  description: "ISO 8601 date-time, written as UTC with milliseconds (2026-05-01T12:00:00.000Z)."
+}).pipe(
   Schema.decodeTo(Schema.Date, {
     decode: SchemaGetter.transformEffect((text: string, options) => {
       const instant = parseRfc3339Instant(text)
@@ -61,9 +66,13 @@ export const Timestamp = Schema.String.annotate({ format: "date-time" }).pipe(
         : Effect.succeed(date.toISOString())
     )
   })
-).annotate({ identifier: "Timestamp", description: "ISO 8601 date-time, written as UTC with milliseconds" })
+)
 
-/** A calendar date `YYYY-MM-DD`, kept as its text. */
+/**
+ * A calendar date `YYYY-MM-DD`, kept as its text. The check is exactly RFC 3339's full-date,
+ * so its JSON Schema is `format: date` (a check's annotations reach the JSON Schema only
+ * through its `toJsonSchema`).
+ */
 export const CalendarDate = Schema.String.check(
   Schema.makeFilter((text) => {
     const match = /^(\d{4})-(\d{2})-(\d{2})$/.exec(text)
@@ -72,8 +81,8 @@ export const CalendarDate = Schema.String.check(
     const month = Number(match[2])
     const day = Number(match[3])
     return month >= 1 && month <= 12 && day >= 1 && day <= daysInMonth(year, month)
-  }, { message: "Expected a calendar date YYYY-MM-DD" })
-).annotate({ identifier: "CalendarDate", format: "date" })
+  }, { message: "Expected a calendar date YYYY-MM-DD", toJsonSchema: () => ({ format: "date" }) })
+).annotate({ identifier: "CalendarDate" })
 
 const MS_PER_DAY = 86_400_000
 /** 0001-01-01T00:00:00.000Z and 10000-01-01T00:00:00.000Z: the years `formatTimestamp` writes itself. */

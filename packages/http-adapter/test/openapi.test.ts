@@ -77,6 +77,80 @@ describe("OpenAPI document", () => {
     expect(JSON.stringify(document)).not.toContain("HttpApiDecodeError")
   })
 
+  it("documents null only where the contract says \"or null\" and requires what it requires (docs/api.md, section 2)", () => {
+    const schemas = at(document, "components", "schemas") as Json
+    const contract: Readonly<Record<string, { readonly required: ReadonlyArray<string>; readonly nullable: ReadonlyArray<string> }>> = {
+      PublicEncounterSummary: {
+        required: ["encounter_id", "organization_id", "created_at", "updated_at"],
+        nullable: ["date_of_service", "encounter_type", "status", "patient"]
+      },
+      PublicPatientSummary: { required: ["patient_id"], nullable: ["first_name", "last_name", "date_of_birth"] },
+      PublicEncounterDocumentSummary: {
+        required: ["document_id", "schema_type"],
+        nullable: ["title", "status", "workflow_variant", "audio_duration_seconds"]
+      },
+      PublicEncounterListResponse: { required: ["items", "limit", "offset", "total"], nullable: [] },
+      PublicEncounterDetailResponse: { required: ["encounter"], nullable: [] },
+      PublicDocumentDetailResponse: { required: ["document"], nullable: [] },
+      PublicClinicalDocument: {
+        required: ["document_id", "encounter_id", "schema_type", "content", "created_at", "updated_at"],
+        nullable: ["title", "status", "workflow_variant"]
+      },
+      PublicDocumentContent: { required: [], nullable: ["text"] },
+      PublicAmbientTranscriptMetadata: {
+        required: ["document_id", "encounter_id", "schema_type", "created_at", "updated_at"],
+        nullable: ["title", "status", "workflow_variant", "audio_duration_seconds"]
+      },
+      PublicFinalTranscript: { required: ["provider", "turns"], nullable: ["audio_duration_seconds"] },
+      PublicTranscriptTurn: { required: ["speaker", "text", "start", "end"], nullable: [] },
+      PublicDocumentTranscriptResponse: { required: ["document_id", "encounter_id", "transcript"], nullable: [] },
+      PublicDocumentAudioResponse: { required: ["audio_url", "expires_at"], nullable: [] },
+      PublicApiErrorResponse: { required: ["error", "reason_code", "message", "field"], nullable: ["field"] },
+      RecordingTranscriptReadyEvent: {
+        required: ["id", "type", "api_version", "occurred_at", "organization_id", "resources"],
+        nullable: []
+      },
+      RecordingTranscriptReadyResources: { required: ["encounter_id", "document_id"], nullable: [] }
+    }
+    const allowsNull = (schema: unknown): boolean =>
+      at(schema, "type") === "null" ||
+      (Array.isArray(at(schema, "anyOf")) && (at(schema, "anyOf") as ReadonlyArray<unknown>).some(allowsNull))
+    for (const [name, { nullable, required }] of Object.entries(contract)) {
+      const properties = at(schemas, name, "properties") as Json
+      expect(at(schemas, name, "required") ?? [], name).toEqual(required)
+      expect(Object.keys(properties).filter((key) => allowsNull(properties[key])), name).toEqual(nullable)
+      expect(at(schemas, name, "additionalProperties"), name).toBe(false)
+    }
+  })
+
+  it("gives timestamps, date_of_birth and occurred_at the contract's formats", () => {
+    const schemas = at(document, "components", "schemas") as Json
+    const resolved = (schema: unknown): unknown => {
+      const ref = at(schema, "$ref")
+      if (typeof ref === "string") return resolved(schemas[ref.replace("#/components/schemas/", "")])
+      const members = at(schema, "anyOf")
+      return Array.isArray(members) ? resolved(members.find((member) => at(member, "type") !== "null")) : schema
+    }
+    const formatOf = (component: string, property: string) => at(resolved(at(schemas, component, "properties", property)), "format")
+    for (const component of ["PublicEncounterSummary", "PublicClinicalDocument", "PublicAmbientTranscriptMetadata"]) {
+      expect(formatOf(component, "created_at"), component).toBe("date-time")
+      expect(formatOf(component, "updated_at"), component).toBe("date-time")
+    }
+    expect(formatOf("PublicEncounterSummary", "date_of_service")).toBe("date-time")
+    expect(formatOf("PublicDocumentAudioResponse", "expires_at")).toBe("date-time")
+    expect(formatOf("PublicPatientSummary", "date_of_birth")).toBe("date")
+    expect(formatOf("RecordingTranscriptReadyEvent", "occurred_at")).toBe("date-time")
+    expect(at(schemas, "CalendarDate")).toMatchObject({ type: "string", format: "date" })
+    expect(at(schemas, "WebhookEventDateTime")).toMatchObject({ type: "string", format: "date-time" })
+  })
+
+  it("documents limit, offset and total of a list page as the integers they can be", () => {
+    const page = at(document, "components", "schemas", "PublicEncounterListResponse", "properties") as Json
+    expect(page.limit).toMatchObject({ type: "integer", minimum: 1 })
+    expect(page.offset).toMatchObject({ type: "integer", minimum: 0 })
+    expect(page.total).toMatchObject({ type: "integer", minimum: 0 })
+  })
+
   it("documents each operation's error responses per status with the reason codes it can answer", () => {
     const operations = operationsOf(document)
     for (const operationId of operationIds) {

@@ -184,11 +184,20 @@ export interface components {
             /** @description Opaque identifier: nothing may be inferred from its content. */
             readonly document_id: string;
         };
+        /**
+         * Format: date-time
+         * @description ISO 8601 date-time
+         */
         readonly WebhookEventDateTime: string;
         readonly PublicDocumentAudioResponse: {
             readonly audio_url: string;
             readonly expires_at: components["schemas"]["Timestamp"];
         };
+        /**
+         * Format: date-time
+         * @description ISO 8601 date-time, written as UTC with milliseconds (2026-05-01T12:00:00.000Z).
+         */
+        readonly Timestamp: string;
         readonly PublicDocumentTranscriptResponse: {
             /** @description Opaque identifier: nothing may be inferred from its content. */
             readonly document_id: string;
@@ -245,7 +254,8 @@ export interface components {
             readonly workflow_variant?: null;
         };
         readonly PublicDocumentContent: {
-            readonly format?: "markdown" | null;
+            /** @enum {string} */
+            readonly format?: "markdown";
             readonly text?: string | null;
         };
         readonly PublicEncounterDetailResponse: {
@@ -262,7 +272,7 @@ export interface components {
             readonly encounter_type?: ("ambient" | "phone_call" | "clinical_documentation" | "billing" | "checklist") | null;
             readonly status?: string | null;
             readonly patient?: components["schemas"]["PublicPatientSummary"] | null;
-            readonly documents?: readonly components["schemas"]["PublicEncounterDocumentSummary"][] | null;
+            readonly documents?: readonly components["schemas"]["PublicEncounterDocumentSummary"][];
         };
         readonly PublicEncounterDocumentSummary: {
             /** @description Opaque identifier: nothing may be inferred from its content. */
@@ -281,6 +291,7 @@ export interface components {
             readonly last_name?: string | null;
             readonly date_of_birth?: components["schemas"]["CalendarDate"] | null;
         };
+        /** Format: date */
         readonly CalendarDate: string;
         readonly PublicEncounterListResponse: {
             readonly items: readonly components["schemas"]["PublicEncounterSummary"][];
@@ -288,11 +299,6 @@ export interface components {
             readonly offset: number;
             readonly total: number;
         };
-        /**
-         * Format: date-time
-         * @description ISO 8601 date-time, written as UTC with milliseconds (2026-05-01T12:00:00.000Z).
-         */
-        readonly Timestamp: string;
     };
     responses: never;
     parameters: never;

@@ -26,12 +26,12 @@ export const WebhookHeaders = {
  */
 export const WebhookEventDateTime = Schema.String.check(
   Schema.makeFilter((text) => parseRfc3339Instant(text) !== undefined, {
-    message: "Expected an RFC 3339 date-time with offset"
+    message: "Expected an RFC 3339 date-time with offset",
+    toJsonSchema: () => ({ format: "date-time" })
   })
 ).annotate({
   identifier: "WebhookEventDateTime",
-  description: "ISO 8601 date-time",
-  format: "date-time"
+  description: "ISO 8601 date-time"
 })
 
 export const TranscriptReadyResources = Schema.Struct({

@@ -14,9 +14,9 @@ import { apiDescription } from "./descriptions.js"
  * `OpenApi.Transform`, so `/openapi.json`, `/docs` and the snapshot all see the same
  * document). It adds what `HttpApi` cannot express without the platform pitfalls the
  * adapter avoids (the bearer scheme without `HttpApiSecurity`, the list query without a
- * query schema, both read from the domain when the document is made), names and describes
- * what the generator leaves bare (the timestamp, the opaque ids, the path parameters), and
- * adds the webhook.
+ * query schema, both read from the domain when the document is made), describes the path
+ * parameters where readers look for them, discriminates the document detail, and adds the
+ * webhook.
  */
 
 type JsonObject = { [key: string]: unknown }
@@ -108,59 +108,6 @@ body bytes, reject timestamps more than 300 seconds from your clock, and reject 
   }
 }
 
-/** Ids are opaque (the domain's ids are non-empty strings): "at least 1 character" says too much and too little. */
-const describeOpaqueIds = (node: unknown): void => {
-  if (Array.isArray(node)) {
-    node.forEach(describeOpaqueIds)
-    return
-  }
-  if (!isObject(node)) return
-  if (node.type === "string" && node.minLength === 1 && Object.keys(node).length === 2) {
-    node.description = "Opaque identifier: nothing may be inferred from its content."
-  }
-  Object.values(node).forEach(describeOpaqueIds)
-}
-
-/**
- * The generator writes a nullable schema with a decoding default as `anyOf` with `null` twice:
- * once is enough, and an `anyOf` of one schema is that schema.
- */
-const withoutRepeatedMembers = (node: unknown): void => {
-  if (Array.isArray(node)) {
-    node.forEach(withoutRepeatedMembers)
-    return
-  }
-  if (!isObject(node)) return
-  if (Array.isArray(node.anyOf)) {
-    const seen = new Set<string>()
-    const members = node.anyOf.filter((member) => {
-      const text = JSON.stringify(member)
-      if (seen.has(text)) return false
-      seen.add(text)
-      return true
-    })
-    const [only] = members
-    if (members.length === 1 && isObject(only)) {
-      delete node.anyOf
-      Object.assign(node, only)
-    } else {
-      node.anyOf = members
-    }
-  }
-  Object.values(node).forEach(withoutRepeatedMembers)
-}
-
-/** Replaces every `$ref` to the component `from` by one to `to`. */
-const renameReferences = (node: unknown, from: string, to: string): void => {
-  if (Array.isArray(node)) {
-    node.forEach((member) => renameReferences(member, from, to))
-    return
-  }
-  if (!isObject(node)) return
-  if (node.$ref === `#/components/schemas/${from}`) node.$ref = `#/components/schemas/${to}`
-  Object.values(node).forEach((member) => renameReferences(member, from, to))
-}
-
 /** A path parameter's description where readers of the operation look for it. */
 const describePathParameters = (operation: JsonObject): void => {
   if (!Array.isArray(operation.parameters)) return
@@ -192,16 +139,6 @@ export const finishOpenApiDocument = (spec: Record<string, unknown>): Record<str
   const components = objectAt(document.components, "components")
   const schemas = objectAt(components.schemas, "components.schemas")
 
-  // The domain's Timestamp is a transformation; its encoded side, an RFC 3339 string, is what the wire shows.
-  delete schemas.TimestampEncoded
-  renameReferences(document, "TimestampEncoded", "Timestamp")
-  schemas.Timestamp = {
-    type: "string",
-    format: "date-time",
-    description: "ISO 8601 date-time, written as UTC with milliseconds (2026-05-01T12:00:00.000Z)."
-  }
-  withoutRepeatedMembers(document)
-  describeOpaqueIds(document)
   discriminateDocumentDetail(schemas)
 
   components.securitySchemes = {
