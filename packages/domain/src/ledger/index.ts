@@ -1,0 +1,3 @@
+export * from "./canonical.js"
+export * from "./chain.js"
+export * from "./seal.js"

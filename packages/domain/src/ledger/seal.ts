@@ -1,0 +1,133 @@
+import {
+  canonicalEventBytes,
+  FINGERPRINT_BYTES,
+  INDEX_ENTRY_BYTES,
+  type LedgerEvent,
+  type LedgerHashing,
+  type LedgerSigner,
+  type LedgerVerifier,
+  toHex
+} from "./canonical.js"
+
+/**
+ * A position in the chain's total order: the recording transaction's id (PostgreSQL `xid8`)
+ * then the recording number, both decimal. Events are sealed only once every transaction
+ * below the sealer's snapshot `xmin` has ended, so nothing can later appear before a sealed
+ * position (docs/ledger.md).
+ */
+export interface ChainPosition {
+  readonly xid: string
+  readonly seq: string
+}
+
+export const comparePositions = (a: ChainPosition, b: ChainPosition): number => {
+  const byXid = compareDecimal(a.xid, b.xid)
+  return byXid !== 0 ? byXid : compareDecimal(a.seq, b.seq)
+}
+
+const compareDecimal = (a: string, b: string): number =>
+  a.length !== b.length ? a.length - b.length : a < b ? -1 : a > b ? 1 : 0
+
+/** What a seal states; `signature` and `hash` authenticate it. */
+export interface SealBody {
+  /** 1, 2, 3...: a gap means a removed seal. */
+  readonly sequence: number
+  /** `hash` of the previous seal, 64 zeros for the first. */
+  readonly previousHash: string
+  /** The first and the last event it covers, in chain order. */
+  readonly first: ChainPosition
+  readonly last: ChainPosition
+  readonly count: number
+  /** SHA-256 over the SHA-256 of each event's canonical bytes, in chain order (hex). */
+  readonly eventsDigest: string
+  /** Per event, in chain order: recorded_seq (8 bytes big-endian) and its fingerprint (16 bytes). */
+  readonly index: Uint8Array
+  /** UTC, milliseconds, RFC 3339. */
+  readonly sealedAt: string
+}
+
+export interface Seal extends SealBody {
+  /** Ed25519 over `sealSignedBytes` (hex). */
+  readonly signature: string
+  /** SHA-256 of `sealSignedBytes` (hex): what the next seal names. */
+  readonly hash: string
+}
+
+export const GENESIS_HASH = "0".repeat(64)
+const SEAL_TAG = "disclosure-seal/1"
+const encoder = new TextEncoder()
+
+/** The bytes a seal's signature and hash cover (docs/ledger.md): the index enters through its SHA-256. */
+export const sealSignedBytes = (hashing: LedgerHashing, body: SealBody): Uint8Array =>
+  encoder.encode(
+    [
+      SEAL_TAG,
+      String(body.sequence),
+      body.previousHash,
+      body.first.xid,
+      body.first.seq,
+      body.last.xid,
+      body.last.seq,
+      String(body.count),
+      body.eventsDigest,
+      toHex(hashing.sha256(body.index)),
+      body.sealedAt
+    ].join("\n") + "\n"
+  )
+
+export const sealHash = (hashing: LedgerHashing, body: SealBody): string => toHex(hashing.sha256(sealSignedBytes(hashing, body)))
+
+/** What the sealer computes from the events it seals (in chain order, at least one). */
+export interface SealedEvents {
+  readonly count: number
+  readonly eventsDigest: string
+  readonly index: Uint8Array
+}
+
+/** Hashes each event once: its full hash enters the events digest, its first 16 bytes the index. */
+export const digestEvents = (hashing: LedgerHashing, events: ReadonlyArray<LedgerEvent>): SealedEvents => {
+  const index = new Uint8Array(events.length * INDEX_ENTRY_BYTES)
+  const view = new DataView(index.buffer)
+  const hashes = new Uint8Array(events.length * 32)
+  events.forEach((event, i) => {
+    const hash = hashing.sha256(canonicalEventBytes(event))
+    hashes.set(hash, i * 32)
+    view.setBigUint64(i * INDEX_ENTRY_BYTES, BigInt(event.recordedSeq))
+    index.set(hash.subarray(0, FINGERPRINT_BYTES), i * INDEX_ENTRY_BYTES + 8)
+  })
+  return { count: events.length, eventsDigest: toHex(hashing.sha256(hashes)), index }
+}
+
+export const makeSeal = (signer: LedgerSigner, body: SealBody): Seal => {
+  const signed = sealSignedBytes(signer, body)
+  return { ...body, signature: toHex(signer.sign(signed)), hash: toHex(signer.sha256(signed)) }
+}
+
+/** Checks a seal's own hash and signature (not its place in the chain). */
+export const sealIsAuthentic = (verifier: LedgerVerifier, seal: Seal): boolean => {
+  const signed = sealSignedBytes(verifier, seal)
+  if (toHex(verifier.sha256(signed)) !== seal.hash) return false
+  const signature = hexBytes(seal.signature)
+  return signature !== null && signature.length === 64 && verifier.verify(signed, signature)
+}
+
+const hexBytes = (hex: string): Uint8Array | null => {
+  if (!/^(?:[0-9a-f]{2})*$/.test(hex)) return null
+  const bytes = new Uint8Array(hex.length / 2)
+  for (let i = 0; i < bytes.length; i++) bytes[i] = parseInt(hex.slice(i * 2, i * 2 + 2), 16)
+  return bytes
+}
+
+/** The index entries of a seal: recorded_seq (decimal) and fingerprint (hex), in chain order. */
+export const indexEntries = (index: Uint8Array): ReadonlyArray<{ readonly seq: string; readonly fingerprint: string }> => {
+  const view = new DataView(index.buffer, index.byteOffset, index.byteLength)
+  const entries: Array<{ seq: string; fingerprint: string }> = []
+  for (let offset = 0; offset + INDEX_ENTRY_BYTES <= index.length; offset += INDEX_ENTRY_BYTES) {
+    entries.push({
+      seq: view.getBigUint64(offset).toString(),
+      fingerprint: toHex(index.subarray(offset + 8, offset + INDEX_ENTRY_BYTES))
+    })
+  }
+  return entries
+}
+

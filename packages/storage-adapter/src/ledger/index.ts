@@ -1,0 +1,5 @@
+export * from "./export-file.js"
+export * from "./ledger-crypto.js"
+export * from "./ledger-key.js"
+export * from "./ledger-store.js"
+export * from "./sealer.js"
