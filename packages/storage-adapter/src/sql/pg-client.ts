@@ -335,10 +335,6 @@ export const makePgClient = (options: PgClientOptions): Effect.Effect<PgClientSe
       })
 
     /**
-     * A connection reserved for a transaction of its own, with BEGIN sent: it leaves with the
-     * first statement and is awaited before the commit (`begun`).
-     */
-    /**
      * postgres.js 3.4.9 without `fetch_types` never hands a reservation to the connection it
      * opens for it (its first ReadyForQuery reaches no queue), so the reservation waits until
      * another connection of the pool is released, forever on a pool of one. Once every
@@ -353,13 +349,17 @@ export const makePgClient = (options: PgClientOptions): Effect.Effect<PgClientSe
         })
         target.warm = warm
       }
-      return guarded(target, () => target.warm!, clientTimeoutMs, noop)
+      return target.warm
     }
 
+    /**
+     * A connection reserved for a transaction of its own, with BEGIN sent: it leaves with the
+     * first statement and is awaited before the commit (`begun`). The warm-up and the wait for
+     * a connection share one time-out, as one wait.
+     */
     const reserve = async (): Promise<ReservedTransaction> => {
       const target = generation()
-      await warmUp(target)
-      const connection = await guarded(target, () => target.sql.reserve(), clientTimeoutMs, noop, (late) => {
+      const connection = await guarded(target, () => warmUp(target).then(() => target.sql.reserve()), clientTimeoutMs, noop, (late) => {
         if (!target.retired) late.release()
       })
       const transaction: ReservedTransaction = { client, generation: target, connection, atCommit: [], begun: Promise.resolve() }
