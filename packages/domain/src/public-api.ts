@@ -43,7 +43,10 @@ import type { OperationId } from "./routes.js"
 
 /** What the domain needs of an HTTP request besides its caller: nothing of the transport, all of the input. */
 export interface PublicRequest {
+  /** The id the service made for this request; never the caller's. */
   readonly requestId: RequestId
+  /** The caller's own request id (its `X-Request-Id` when valid), or null. */
+  readonly callerRequestId: string | null
   /** The query as ordered key/value pairs after percent-decoding, repeated keys kept. */
   readonly query: QueryPairs
 }
@@ -152,7 +155,8 @@ export const PublicApiLive: Layer.Layer<
         encounterId: disclosed.encounterId,
         documentId: disclosed.documentId,
         patientId: disclosed.patientId,
-        requestId: request.requestId
+        requestId: request.requestId,
+        callerRequestId: request.callerRequestId
       }
       return event
     })

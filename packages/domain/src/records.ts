@@ -93,7 +93,10 @@ export const DisclosureEvent = Schema.Struct({
   encounterId: EncounterId,
   documentId: Schema.NullOr(DocumentId),
   patientId: Schema.NullOr(PatientId),
-  requestId: RequestId
+  /** The id the service made for the request (`req_` and 32 hex digits), unique per request. */
+  requestId: RequestId,
+  /** The caller's own `X-Request-Id`, when it sent a valid one: what the caller correlates with, never unique. */
+  callerRequestId: Schema.NullOr(Schema.String)
 })
 export type DisclosureEvent = typeof DisclosureEvent.Type
 

@@ -95,7 +95,7 @@ describe("isolation property (in-memory adapters)", () => {
             const { events, exit } = await runtime.runPromise(Effect.gen(function*() {
               const store = yield* MemoryStore
               const before = (yield* Ref.get(store.disclosures)).length
-              const exit = yield* Effect.exit(serve(request, { requestId, query: request.query }))
+              const exit = yield* Effect.exit(serve(request, { requestId, callerRequestId: null, query: request.query }))
               const events: ReadonlyArray<DisclosureEvent> = (yield* Ref.get(store.disclosures)).slice(before)
               return { exit, events }
             }))

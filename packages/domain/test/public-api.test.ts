@@ -114,6 +114,7 @@ const TestLayer = Layer.mergeAll(PublicApiLive, AccessPolicyLive).pipe(
 
 const request = (query: ReadonlyArray<readonly [string, string]> = []): PublicRequest => ({
   requestId: RequestId.make("req_test"),
+  callerRequestId: "caller-test",
   query
 })
 
@@ -187,10 +188,10 @@ describe("PublicApi use cases (in-memory adapters)", () => {
       // The URL lives exactly the configured lifetime from now (TestClock).
       expect(audio.expires_at.getTime()).toBe((yield* Clock.currentTimeMillis) + 300_000)
       const events = yield* Ref.get(store.disclosures)
-      expect(events.map((event) => [event.operationId, event.documentId, event.patientId, event.requestId])).toEqual([
-        ["getPublicDocument", "doc_note", "pat_enc_1", "req_test"],
-        ["getPublicDocumentTranscript", "doc_audio", "pat_enc_1", "req_test"],
-        ["getPublicDocumentAudio", "doc_audio", "pat_enc_1", "req_test"]
+      expect(events.map((event) => [event.operationId, event.documentId, event.patientId, event.requestId, event.callerRequestId])).toEqual([
+        ["getPublicDocument", "doc_note", "pat_enc_1", "req_test", "caller-test"],
+        ["getPublicDocumentTranscript", "doc_audio", "pat_enc_1", "req_test", "caller-test"],
+        ["getPublicDocumentAudio", "doc_audio", "pat_enc_1", "req_test", "caller-test"]
       ])
     }).pipe(Effect.provide(TestLayer)))
 

@@ -49,7 +49,7 @@ describe(`faults (${databases.label})`, () => {
 
     const disclosuresOf = async (requestIds: ReadonlyArray<string>) =>
       (await server.query((sql) => sql<Array<{ request_id: string }>>`
-        SELECT request_id FROM disclosure_events WHERE request_id = ANY(${requestIds as Array<string>})`)).map((row) => row.request_id)
+        SELECT caller_request_id AS request_id FROM disclosure_events WHERE caller_request_id = ANY(${requestIds as Array<string>})`)).map((row) => row.request_id)
 
     it("503 digest_key_unavailable on every route while the database is gone (readyz 503, healthz 200), then recovery by itself, no restart", async () => {
       for (const path of readRoutes) expect((await send(server.baseUrl, path, { headers: auth })).status).toBe(200)
@@ -168,7 +168,7 @@ describe(`faults (${databases.label})`, () => {
       expect({ status: response.status, body: response.body }).toEqual({ status: 503, body: unavailable("audio_storage_unavailable") })
       expect(response.text).not.toContain("http")
       const recorded = await server.query((sql) => sql<Array<{ count: number }>>`
-        SELECT count(*)::int AS count FROM disclosure_events WHERE request_id = 'req_s3_down'`)
+        SELECT count(*)::int AS count FROM disclosure_events WHERE caller_request_id = 'req_s3_down'`)
       expect(recorded[0]?.count).toBe(0)
       expect((await send(server.baseUrl, paths.document("enc_a1", "doc_a1_note"), { headers: auth })).status).toBe(200)
       expect((await send(server.baseUrl, paths.transcript("enc_a1", "doc_a1_tr"), { headers: auth })).status).toBe(200)

@@ -104,7 +104,7 @@ describe(`isolation property over HTTP and PostgreSQL storage (${databases.label
 
           const events = await server.query((sql) =>
             sql<Array<{ request_id: string; organization_id: string; count: number }>>`
-              SELECT request_id, organization_id, count(*)::int AS count FROM disclosure_events GROUP BY request_id, organization_id`
+              SELECT caller_request_id AS request_id, organization_id, count(*)::int AS count FROM disclosure_events GROUP BY caller_request_id, organization_id`
           )
           const recorded = new Map(events.map((row) => [row.request_id, row]))
           expect(events.length, "one organization per request's events").toBe(recorded.size)

@@ -84,7 +84,7 @@ describe.skipIf(databaseUrl === undefined || databaseUrl === "")("two service pr
     }
 
     const rows = await database.query((sql) => sql<Array<{ request_id: string; count: number }>>`
-      SELECT request_id, count(*)::int AS count FROM disclosure_events WHERE request_id LIKE 'req_replica_%' GROUP BY request_id`)
+      SELECT caller_request_id AS request_id, count(*)::int AS count FROM disclosure_events WHERE caller_request_id LIKE 'req_replica_%' GROUP BY caller_request_id`)
     const recorded = new Map(rows.map((row) => [row.request_id, row.count]))
     sameTarget.forEach((requestIds, index) => {
       const counts = requestIds.map((requestId) => recorded.get(requestId) ?? 0)

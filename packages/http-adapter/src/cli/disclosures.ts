@@ -41,7 +41,8 @@ const exportCommand = Command.make(
   Command.withDescription(
     "Export an organization's disclosure events (the accounting of disclosures) as JSON Lines on stdout, one object " +
       "per event with event_id, occurred_at, organization_id, api_key_id, operation_id, encounter_id, document_id, " +
-      "patient_id, request_id; occurred_at in [--from, --to), in order of occurred_at then event_id."
+      "patient_id, request_id (the service's id of the request), caller_request_id (the caller's X-Request-Id, or " +
+      "null); occurred_at in [--from, --to), in order of occurred_at then event_id."
   )
 )
 

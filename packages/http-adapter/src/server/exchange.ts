@@ -13,8 +13,9 @@ import { type RequestLogEntry, RequestLogSink } from "./request-log.js"
  * The contract's exact wire behaviour where the platform's defaults differ, as one global
  * middleware of the platform router (the exchange of one request) and the routes' 405s:
  *
- * - every answer carries `Cache-Control: no-store` and `X-Request-Id` (the caller's when it is
- *   1..128 characters of `[A-Za-z0-9._:-]`, else `req_` and a new uuid);
+ * - every request gets the service's own id (`req_` and a new uuid), which its disclosure events
+ *   record; every answer carries `Cache-Control: no-store` and `X-Request-Id` (the caller's when
+ *   it is 1..128 characters of `[A-Za-z0-9._:-]`, kept beside the service's, else the service's);
  * - the router sees the canonical request target: each path segment percent-decoded once (a
  *   segment that is not valid percent-encoding is taken as written) and re-encoded, so the
  *   router's own leniencies (`;` as a query separator, a second decoding pass, a maximum
@@ -32,7 +33,12 @@ export const REQUEST_DEADLINE = Duration.seconds(10)
 
 /** What the exchange holds of one request, and what its route tells the log line. */
 export interface ExchangeRecord {
+  /** The service's own id of the request, always new. */
   readonly requestId: string
+  /** The caller's valid `X-Request-Id`, or null. */
+  readonly callerRequestId: string | null
+  /** What `X-Request-Id` and the log line carry: the caller's id when it sent one, else the service's. */
+  readonly echoedRequestId: string
   /** The raw query after the first `?`, or `undefined` when there is none. */
   readonly rawQuery: string | undefined
   /** The matched route's path as the router holds it (`/external/v1/encounters/:encounter_id`). */
@@ -211,7 +217,7 @@ export const ExchangeLive = HttpRouter.middleware<{ provides: Exchange; handles:
         level: status >= 500 ? "error" : status >= 400 ? "warn" : "info",
         message: "http_request",
         time: new Date().toISOString(),
-        request_id: exchange.requestId,
+        request_id: exchange.echoedRequestId,
         method: request.method,
         route,
         operation_id: operationId,
@@ -223,7 +229,7 @@ export const ExchangeLive = HttpRouter.middleware<{ provides: Exchange; handles:
       }
       sink.write(JSON.stringify(entry))
       metrics.observe(operationId ?? route ?? "unmatched", status, entry.duration_ms / 1000)
-      return HttpServerResponse.setHeaders(response, { "cache-control": "no-store", "x-request-id": exchange.requestId })
+      return HttpServerResponse.setHeaders(response, { "cache-control": "no-store", "x-request-id": exchange.echoedRequestId })
     }
 
     const refused = (exchange: ExchangeRecord, error: PublicApiError) => {
@@ -237,8 +243,12 @@ export const ExchangeLive = HttpRouter.middleware<{ provides: Exchange; handles:
         metrics.started()
         const request = Context.getUnsafe(fiber.context, HttpServerRequest.HttpServerRequest)
         const target = canonicalTarget(request.url)
+        const requestId = newRequestId()
+        const callerRequestId = acceptCallerRequestId(request.headers["x-request-id"]) ?? null
         const exchange: ExchangeRecord = {
-          requestId: acceptCallerRequestId(request.headers["x-request-id"]) ?? newRequestId(),
+          requestId,
+          callerRequestId,
+          echoedRequestId: callerRequestId ?? requestId,
           rawQuery: target?.rawQuery,
           routePath: null,
           organizationId: null,

@@ -36,7 +36,11 @@ export const PublicApiHandlersLive = HttpApiBuilder.group(PublicHttpApi, PUBLIC_
         access.authorize(request.headers.authorization, operationId).pipe(
           Effect.flatMap((caller) => {
             exchange.organizationId = caller.organizationId
-            return useCase(caller, { requestId: RequestId.make(exchange.requestId), query: parseQuery(exchange.rawQuery) })
+            return useCase(caller, {
+              requestId: RequestId.make(exchange.requestId),
+              callerRequestId: exchange.callerRequestId,
+              query: parseQuery(exchange.rawQuery)
+            })
           }),
           Effect.tapError((error) => Effect.sync(() => noteRefusal(exchange, error)))
         ))

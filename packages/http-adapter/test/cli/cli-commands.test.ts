@@ -383,7 +383,8 @@ describe("pnpm cli (in-process, on one fresh database)", { timeout: 120_000 }, (
       encounterId: Schema.decodeSync(EncounterId)("enc_a1"),
       documentId: withDocument ? Schema.decodeSync(DocumentId)("doc_a1_tr") : null,
       patientId: withDocument ? null : Schema.decodeSync(PatientId)("pat_7f3a"),
-      requestId: Schema.decodeSync(RequestId)(`req_${suffix}`)
+      requestId: Schema.decodeSync(RequestId)(`req_${suffix}`),
+      callerRequestId: withDocument ? null : `partner-${suffix}`
     })
     await onTestDatabase(
       database.env,
@@ -421,7 +422,8 @@ describe("pnpm cli (in-process, on one fresh database)", { timeout: 120_000 }, (
         encounter_id: "enc_a1",
         document_id: null,
         patient_id: "pat_7f3a",
-        request_id: "req_r2"
+        request_id: "req_r2",
+        caller_request_id: "partner-r2"
       },
       {
         event_id: "dsc_r3",
@@ -432,7 +434,8 @@ describe("pnpm cli (in-process, on one fresh database)", { timeout: 120_000 }, (
         encounter_id: "enc_a1",
         document_id: "doc_a1_tr",
         patient_id: null,
-        request_id: "req_r3"
+        request_id: "req_r3",
+        caller_request_id: null
       }
     ])
 

@@ -24,6 +24,7 @@ import { bearer, paths, type RawResponse, send } from "./http.js"
 
 const ERROR_KEYS = ["error", "field", "message", "reason_code"]
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
+const SERVICE_REQUEST_ID = /^req_[0-9a-f]{32}$/
 
 const keysOf = (value: unknown) => Object.keys(value as object).sort()
 
@@ -647,8 +648,36 @@ export const defineContractSuite = (harness: ContractHarness): void => {
         const items = body.items as Array<{ encounter_id: string; patient: { patient_id: string } | null }>
         expect(events.map((event) => event.encounterId)).toEqual(items.map((item) => item.encounter_id))
         for (const event of events) {
-          expect(event).toMatchObject({ operationId: "listPublicEncounters", organizationId: "org_riverside", requestId: "disclose-list-1", documentId: null })
+          expect(event).toMatchObject({ operationId: "listPublicEncounters", organizationId: "org_riverside", callerRequestId: "disclose-list-1", documentId: null })
+          expect(event.requestId).toMatch(SERVICE_REQUEST_ID)
         }
+        expect(new Set(events.map((event) => event.requestId)).size).toBe(1)
+      })
+
+      it("each request's events carry the service's own request id; the caller's, repeated, is kept beside it and echoed", async () => {
+        const before = (await server.disclosures()).length
+        const first = await get(paths.encounter("enc_a1"), { ...bearer(tokens.riversideFull), "x-request-id": "caller-repeats-this" })
+        const second = await get(paths.encounter("enc_a1"), { ...bearer(tokens.riversideFull), "x-request-id": "caller-repeats-this" })
+        expectOk(first, "getPublicEncounter")
+        expectOk(second, "getPublicEncounter")
+        expect([first.headers["x-request-id"], second.headers["x-request-id"]]).toEqual(["caller-repeats-this", "caller-repeats-this"])
+        const events = (await server.disclosures()).slice(before)
+        expect(events.map((event) => event.callerRequestId)).toEqual(["caller-repeats-this", "caller-repeats-this"])
+        for (const event of events) expect(event.requestId).toMatch(SERVICE_REQUEST_ID)
+        expect(events[0]?.requestId).not.toBe(events[1]?.requestId)
+      })
+
+      it("a caller's id in the service's own format is stored as the caller's only", async () => {
+        const forged = "req_0123456789abcdef0123456789abcdef"
+        const before = (await server.disclosures()).length
+        const response = await get(paths.encounter("enc_a1"), { ...bearer(tokens.riversideFull), "x-request-id": forged })
+        expectOk(response, "getPublicEncounter")
+        expect(response.headers["x-request-id"]).toBe(forged)
+        const events = (await server.disclosures()).slice(before)
+        expect(events).toHaveLength(1)
+        expect(events[0]?.callerRequestId).toBe(forged)
+        expect(events[0]?.requestId).toMatch(SERVICE_REQUEST_ID)
+        expect(events[0]?.requestId).not.toBe(forged)
       })
 
       it("one event per read of an encounter, document, transcript or audio URL; repeated reads repeat it", async () => {
@@ -672,7 +701,8 @@ export const defineContractSuite = (harness: ContractHarness): void => {
             documentId,
             patientId: "pat_7f3a",
             organizationId: "org_riverside",
-            requestId: response.headers["x-request-id"]
+            requestId: response.headers["x-request-id"],
+            callerRequestId: null
           })
         }
       })

@@ -13,6 +13,7 @@ interface DisclosureRow {
   readonly document_id: string | null
   readonly patient_id: string | null
   readonly request_id: string
+  readonly caller_request_id: string | null
 }
 
 const decodeEvent = Schema.decodeUnknownSync(DisclosureEvent)
@@ -27,7 +28,8 @@ const toEvent = (row: DisclosureRow): DisclosureEvent =>
     encounterId: row.encounter_id,
     documentId: row.document_id,
     patientId: row.patient_id,
-    requestId: row.request_id
+    requestId: row.request_id,
+    callerRequestId: row.caller_request_id
   })
 
 /**
@@ -55,7 +57,7 @@ export const postgresHarness: ContractHarness = {
         server.query((sql) =>
           sql<Array<DisclosureRow>>`
             SELECT event_id, occurred_at, organization_id, api_key_id, operation_id, encounter_id,
-                   document_id, patient_id, request_id
+                   document_id, patient_id, request_id, caller_request_id
             FROM disclosure_events ORDER BY recorded_seq`
         ).then((rows) => rows.map(toEvent)),
       logLines: server.logLines,

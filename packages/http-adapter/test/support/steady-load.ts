@@ -107,8 +107,8 @@ export const missingDisclosures = async (databaseUrl: string, answers: ReadonlyA
   const sql = postgres(databaseUrl, { max: 1, onnotice: () => {} })
   try {
     const rows = await sql<Array<{ request_id: string; count: number }>>`
-      SELECT request_id, count(*)::int AS count FROM disclosure_events
-      WHERE request_id = ANY(${served.map((answer) => answer.requestId)}) GROUP BY request_id`
+      SELECT caller_request_id AS request_id, count(*)::int AS count FROM disclosure_events
+      WHERE caller_request_id = ANY(${served.map((answer) => answer.requestId)}) GROUP BY caller_request_id`
     const recorded = new Map(rows.map((row) => [row.request_id, row.count]))
     return served
       .filter((answer) => (recorded.get(answer.requestId) ?? 0) !== answer.expectedDisclosures)

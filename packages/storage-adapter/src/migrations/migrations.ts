@@ -398,6 +398,15 @@ ALTER TABLE transcript_turns ADD CONSTRAINT transcript_turns_finite_times
 ALTER TABLE transcripts ADD CONSTRAINT transcripts_turns_json_array CHECK (json_typeof(turns_json) = 'array');
 `
 
+/**
+ * The request id an event holds is the service's own (`req_` and 32 hex digits, one per
+ * request); the caller's `X-Request-Id`, which any caller may repeat or forge in the service's
+ * format, is kept beside it. Events recorded before this held the echoed id in `request_id`.
+ */
+const disclosureCallerRequestId = `
+ALTER TABLE disclosure_events ADD COLUMN caller_request_id text COLLATE "C";
+`
+
 export const migrations: ReadonlyArray<Migration> = [
   { version: 1, name: "initial_schema", sql: initialSchema },
   { version: 2, name: "disclosure_recording_order", sql: disclosureRecordingOrder },
@@ -405,5 +414,6 @@ export const migrations: ReadonlyArray<Migration> = [
   { version: 4, name: "encounter_daily_counts", sql: encounterDailyCounts },
   { version: 5, name: "encounter_daily_counts_key_with_count", sql: dailyCountsKeyWithCount },
   { version: 6, name: "transcript_turns_json", sql: transcriptTurnsJson },
-  { version: 7, name: "transcript_turns_servable", sql: transcriptTurnsServable }
+  { version: 7, name: "transcript_turns_servable", sql: transcriptTurnsServable },
+  { version: 8, name: "disclosure_caller_request_id", sql: disclosureCallerRequestId }
 ]

@@ -102,7 +102,10 @@ export interface DisclosureExportLine {
   readonly encounter_id: string
   readonly document_id: string | null
   readonly patient_id: string | null
+  /** The service's own id of the request that disclosed. */
   readonly request_id: string
+  /** The caller's `X-Request-Id` of that request, when it sent one. */
+  readonly caller_request_id: string | null
 }
 
 export interface DisclosureExportQuery {
@@ -189,7 +192,8 @@ const DisclosureRow = Schema.Struct({
   encounter_id: Schema.String,
   document_id: Schema.NullOr(Schema.String),
   patient_id: Schema.NullOr(Schema.String),
-  request_id: Schema.String
+  request_id: Schema.String,
+  caller_request_id: Schema.NullOr(Schema.String)
 })
 
 const keyColumns = "api_key_id, organization_id, kind, scopes, state, expires_at, label, created_at, last_used_at"
@@ -397,7 +401,7 @@ export const makeOperatorStore = Effect.gen(function* () {
           "operator.exportDisclosures",
           (sql) => sql`
             SELECT event_id, occurred_at, organization_id, api_key_id, operation_id, encounter_id,
-                   document_id, patient_id, request_id
+                   document_id, patient_id, request_id, caller_request_id
             FROM disclosure_events
             WHERE organization_id = ${query.organizationId}
             ${from === null ? sql`` : sql`AND occurred_at >= ${from}`}
@@ -423,7 +427,8 @@ export const makeOperatorStore = Effect.gen(function* () {
                 encounter_id: row.encounter_id,
                 document_id: row.document_id,
                 patient_id: row.patient_id,
-                request_id: row.request_id
+                request_id: row.request_id,
+                caller_request_id: row.caller_request_id
               })
             )
             return [

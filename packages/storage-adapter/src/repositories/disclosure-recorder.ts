@@ -18,15 +18,18 @@ export const disclosureInsertStatement = (sql: Sql, events: ReadonlyArray<Disclo
     encounter_id: event.encounterId,
     document_id: event.documentId,
     patient_id: event.patientId,
-    request_id: event.requestId
+    request_id: event.requestId,
+    caller_request_id: event.callerRequestId
   })))
   return sql`
     INSERT INTO disclosure_events
-      (event_id, occurred_at, organization_id, api_key_id, operation_id, encounter_id, document_id, patient_id, request_id)
-    SELECT event_id, occurred_at, organization_id, api_key_id, operation_id, encounter_id, document_id, patient_id, request_id
+      (event_id, occurred_at, organization_id, api_key_id, operation_id, encounter_id, document_id, patient_id, request_id,
+       caller_request_id)
+    SELECT event_id, occurred_at, organization_id, api_key_id, operation_id, encounter_id, document_id, patient_id, request_id,
+           caller_request_id
     FROM json_to_recordset(${rows}::text::json) AS event(
       event_id text, occurred_at timestamptz, organization_id text, api_key_id text, operation_id text,
-      encounter_id text, document_id text, patient_id text, request_id text)`
+      encounter_id text, document_id text, patient_id text, request_id text, caller_request_id text)`
 }
 
 /**

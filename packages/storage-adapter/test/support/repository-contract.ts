@@ -145,7 +145,8 @@ const disclosureEvent = (organizationId: OrganizationId, occurredAt: string, enc
         encounterId,
         documentId: null,
         patientId: "pat_1",
-        requestId: "req_1"
+        requestId: "req_1",
+        callerRequestId: "partner-1"
       }) as DisclosureEvent
   )
 
@@ -1175,7 +1176,8 @@ export const repositoryContract = (factory: TestDatabaseFactory) => {
             encounter_id: e.encounterId,
             document_id: null,
             patient_id: "pat_1",
-            request_id: "req_1"
+            request_id: "req_1",
+            caller_request_id: "partner-1"
           }))
         expect(exported).toEqual(expected)
         const everything = yield* Stream.runCollect(operator.exportDisclosures({ organizationId: org }))
