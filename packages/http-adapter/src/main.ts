@@ -1,5 +1,6 @@
 import { NodeRuntime } from "@effect/platform-node"
-import { Cause, Config, Console, Effect, Logger, Option } from "effect"
+import { Cause, Config, Effect, Logger, Option } from "effect"
+import { HttpServerError } from "effect/http"
 import { printBanner, ServiceLive, Startup } from "./service.js"
 
 /**
@@ -14,13 +15,30 @@ const main = Effect.gen(function*() {
   return yield* Effect.never
 }).pipe(Effect.provide(ServiceLive), Effect.withTracerEnabled(false))
 
-/** A start that fails says why in one readable block, and exits non-zero. */
-const reportStartFailure = (cause: Cause.Cause<unknown>) => {
-  const failure = Cause.findErrorOption(cause)
-  if (Option.isSome(failure) && failure.value instanceof Config.ConfigError) {
-    return Console.error(`The service cannot start: invalid configuration.\n  ${failure.value.message}`)
+const oneLine = (text: string) => text.trim().replace(/\s*\n\s*/g, "; ")
+
+/** The one line a start that fails prints, when it is one an operator can act on. */
+const startFailureLine = (failure: unknown): string | undefined => {
+  if (failure instanceof Config.ConfigError) return `invalid configuration: ${oneLine(failure.cause.message)}`
+  if (failure instanceof HttpServerError.ServeError) {
+    const cause = failure.cause as NodeJS.ErrnoException & { readonly address?: string; readonly port?: number }
+    const where = `${cause.address ?? "the configured host"} port ${cause.port ?? "(PORT)"}`
+    if (cause.code === "EADDRINUSE") return `${where} is already in use; stop the process holding it or set PORT to a free port`
+    if (cause.code === "EACCES") return `${where} is not allowed to this user; set PORT above 1023`
+    if (cause.code === "EADDRNOTAVAIL") return `${where}: the address is not one of this machine's; check HOST`
   }
-  return Effect.logError("the service stopped", cause)
+  return undefined
+}
+
+/**
+ * A start that fails for a reason the operator can act on (configuration, the port) says so in
+ * one line on stderr and exits 1; anything else is logged with its cause.
+ */
+const reportStartFailure = (cause: Cause.Cause<unknown>) => {
+  const line = Option.flatMap(Cause.findErrorOption(cause), (failure) => Option.fromNullishOr(startFailureLine(failure)))
+  return Option.isSome(line)
+    ? Effect.sync(() => process.stderr.write(`The service cannot start: ${line.value}\n`))
+    : Effect.logError("the service stopped", cause)
 }
 
 /**

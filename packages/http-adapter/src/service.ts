@@ -138,16 +138,18 @@ export const makeService = (overrides: ServiceOverrides = {}): Layer.Layer<Start
         Layer.provide(overrides.requestLog ?? RequestLogSinkStdout),
         Layer.provide(domain)
       )
+      // The data set is loaded before the server layer is built, so the port opens only once
+      // every route answers as it will (migrations applied, sandbox keys present, cache built).
       const startup = <E, R>(database: StartupInfo["database"], fixture: Effect.Effect<StartupInfo["fixture"], E, R>) =>
-        Layer.effect(
-          Startup,
-          Effect.gen(function*() {
-            const loaded = yield* fixture
-            const { address } = yield* HttpServer.HttpServer
-            yield* Deferred.succeed(listeningAt, baseUrlOf(address))
-            return { baseUrl: baseUrlOf(address), database, fixture: loaded }
-          })
-        ).pipe(Layer.provideMerge(http))
+        Layer.unwrap(Effect.map(fixture, (loaded) =>
+          Layer.effect(
+            Startup,
+            Effect.gen(function*() {
+              const { address } = yield* HttpServer.HttpServer
+              yield* Deferred.succeed(listeningAt, baseUrlOf(address))
+              return { baseUrl: baseUrlOf(address), database, fixture: loaded }
+            })
+          ).pipe(Layer.provideMerge(http))))
       if (overrides.storage !== undefined) {
         return startup("embedded", Effect.succeed(Option.none())).pipe(Layer.provide(overrides.storage))
       }

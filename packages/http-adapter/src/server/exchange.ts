@@ -91,7 +91,7 @@ export interface RequestTarget {
 
 /**
  * The canonical form of a request target, or `undefined` when it can match no route (not a
- * path, or an empty segment: a trailing or doubled slash). The router decodes the canonical
+ * path, or an empty segment other than the root's: a trailing or doubled slash). The router decodes the canonical
  * form back to exactly the decoded segments.
  */
 export const canonicalTarget = (url: string): RequestTarget | undefined => {
@@ -99,6 +99,7 @@ export const canonicalTarget = (url: string): RequestTarget | undefined => {
   const pathname = queryStart === -1 ? url : url.slice(0, queryStart)
   const rawQuery = queryStart === -1 ? undefined : url.slice(queryStart + 1)
   if (!pathname.startsWith("/")) return undefined
+  if (pathname === "/") return { path: "/", rawQuery }
   const segments = pathname.slice(1).split("/")
   let path = ""
   for (const segment of segments) {

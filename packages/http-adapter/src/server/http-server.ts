@@ -1,7 +1,7 @@
 import { createServer } from "node:http"
 import { NodeHttpServer } from "@effect/platform-node"
 import { Effect, Layer } from "effect"
-import { HttpRouter, type HttpServer } from "effect/http"
+import { HttpRouter, type HttpServer, HttpServerResponse } from "effect/http"
 import { HttpApiBuilder, HttpApiScalar } from "effect/http-api"
 import { PublicHttpApi } from "../api/definition.js"
 import { apiRoutePaths, ExchangeLive, NoteRoute, refuseOtherMethods, routerConfig } from "./exchange.js"
@@ -12,20 +12,25 @@ import { answerClientError } from "./transport-errors.js"
 
 const OPENAPI_PATH = "/openapi.json"
 const DOCS_PATH = "/docs"
+const ROOT_PATH = "/"
 
 const ScalarConfig = { withDefaultFonts: false, hideTestRequestButton: true, defaultOpenAllTags: true } as const
 
+/** Someone who opens the service's bare address in a browser lands on the docs page. */
+const RootRoute = HttpRouter.add("GET", ROOT_PATH, HttpServerResponse.redirect(DOCS_PATH, { status: 302 }))
+
 /**
  * Every route of the service on the one platform router: the HttpApi's five operations and
- * `/openapi.json`, the docs page, the operations endpoints, the embedded media, the 405s of
- * each path, and the exchange around them all (exchange.ts).
+ * `/openapi.json`, the docs page (and `/`, a redirect to it), the operations endpoints, the
+ * embedded media, the 405s of each path, and the exchange around them all (exchange.ts).
  */
 export const RoutesLive = Layer.mergeAll(
   HttpApiBuilder.layer(PublicHttpApi, { openapiPath: OPENAPI_PATH }).pipe(Layer.provide(PublicApiHandlersLive)),
   HttpApiScalar.layer(PublicHttpApi, { path: DOCS_PATH, scalar: ScalarConfig }),
   OperationsRoutes,
   MediaRoutes,
-  refuseOtherMethods([...apiRoutePaths, OPENAPI_PATH, DOCS_PATH, ...operationsPaths])
+  RootRoute,
+  refuseOtherMethods([...apiRoutePaths, OPENAPI_PATH, DOCS_PATH, ROOT_PATH, ...operationsPaths])
 ).pipe(
   Layer.provide(NoteRoute.layer),
   Layer.provide(ExchangeLive)

@@ -558,7 +558,7 @@ export const defineContractSuite = (harness: ContractHarness): void => {
           "/external/v1/encounters/enc_a1/documents/",
           "/external/v1/encounters/enc_a1/documents/doc_a1_tr/transcript/extra",
           "/external/v1",
-          "/",
+          "//",
           "/openapi.json/",
           "/docs/x"
         ]) {
@@ -568,6 +568,16 @@ export const defineContractSuite = (harness: ContractHarness): void => {
     })
 
     describe("404 and 405 outside the contract", () => {
+      it("/ points to the docs page: GET and HEAD are 302 with Location: /docs, other methods 405", async () => {
+        for (const method of ["GET", "HEAD"]) {
+          const root = await send(server.baseUrl, "/", { method, headers: bearer(tokens.riversideFull) })
+          expect({ status: root.status, location: root.headers.location, text: root.text }).toEqual({ status: 302, location: "/docs", text: "" })
+        }
+        const posted = await send(server.baseUrl, "/", { method: "POST" })
+        expectError(posted, null, "method_not_allowed")
+        expect(posted.headers.allow).toBe("GET")
+      })
+
       it("a path outside the routes is 404 route_not_found with the four-field body, for any method", async () => {
         for (const method of ["GET", "POST", "DELETE"]) {
           expectError(await send(server.baseUrl, "/external/v2/encounters", { method }), null, "route_not_found")
