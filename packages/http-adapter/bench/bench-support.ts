@@ -6,7 +6,7 @@ import { Effect, Exit, Scope } from "effect"
 /** A raw postgres.js pool (the storage adapter's, with prepared statements), closed with its scope. */
 export const openPool = async (url: string, maxConnections: number) => {
   const scope = Effect.runSync(Scope.make())
-  const client = await Effect.runPromise(makePgClient({ url, maxConnections }).pipe(Scope.extend(scope)))
+  const client = await Effect.runPromise(Scope.provide(makePgClient({ url, maxConnections }), scope))
   return { sql: client.currentPool(), close: () => Effect.runPromise(Scope.close(scope, Exit.void)) }
 }
 

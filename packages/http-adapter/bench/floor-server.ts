@@ -49,7 +49,7 @@ import {
   type Sql,
   type TransactionSql
 } from "@clinical-api/storage-adapter"
-import { Effect, Either, Exit, Redacted, Scope } from "effect"
+import { Effect, Exit, Redacted, Result, Scope } from "effect"
 
 const env = (name: string, fallback?: string): string => {
   const value = process.env[name] ?? fallback
@@ -60,8 +60,9 @@ const env = (name: string, fallback?: string): string => {
 // The storage adapter's pool (postgres.js) is used raw: no Effect on the request path.
 const poolScope = Effect.runSync(Scope.make())
 const sql = (await Effect.runPromise(
-  makePgClient({ url: env("DATABASE_URL"), maxConnections: Number(env("DATABASE_POOL_MAX", "10")), prepare: true }).pipe(
-    Scope.extend(poolScope)
+  Scope.provide(
+    makePgClient({ url: env("DATABASE_URL"), maxConnections: Number(env("DATABASE_POOL_MAX", "10")), prepare: true }),
+    poolScope
   )
 )).currentPool()
 const digestKey = Redacted.make(env("API_KEY_DIGEST_KEY"))
@@ -154,7 +155,9 @@ const event = (
   encounterId: encounterId as EncounterId,
   documentId: documentId as DocumentId | null,
   patientId: patientId as PatientId | null,
-  requestId: RequestId.make(requestId)
+  requestId: RequestId.make(requestId),
+  // The bench sends no X-Request-Id.
+  callerRequestId: null
 })
 
 type Tx = TransactionSql
@@ -220,9 +223,9 @@ const handle = async (path: string, rawQuery: string, authorization: string | un
   if (encounterId === undefined) {
     const caller = await authorize(authorization, "listPublicEncounters")
     const query = parseListQuery([...new URLSearchParams(rawQuery)])
-    if (Either.isLeft(query)) throw new Refusal(400)
+    if (Result.isFailure(query)) throw new Refusal(400)
     return sql.begin(async (tx) => {
-      const rows = await encounterPageStatement(asSql(tx), caller.organizationId, query.right)
+      const rows = await encounterPageStatement(asSql(tx), caller.organizationId, query.success)
       const pageRows = rows.filter((row) => row["encounter_id"] !== null)
       const documents = await documentsOf(asSql(tx), pageRows.map((row) => row["encounter_id"]))
       const items = pageRows.map((row) => toEncounter(row, documents.get(row["encounter_id"]) ?? []))
@@ -232,7 +235,7 @@ const handle = async (path: string, rawQuery: string, authorization: string | un
           items.map((item) => event(caller, requestId, "listPublicEncounters", item.encounterId, null, patientOf(item)))
         )
       }
-      return presentListResponse({ total: rows[0]?.["total"] ?? 0, items }, query.right)
+      return presentListResponse({ total: rows[0]?.["total"] ?? 0, items }, query.success)
     })
   }
   if (rawQuery !== "") throw new Refusal(400)

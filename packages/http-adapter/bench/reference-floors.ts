@@ -14,7 +14,7 @@ import { fileURLToPath } from "node:url"
 import autocannon from "autocannon"
 import { cpuSecondsOf, openPool, postgresCpuSeconds } from "./bench-support.js"
 
-const databaseUrl = process.env["DATABASE_URL"] || "postgres://postgres@127.0.0.1:5432/clinical_bench"
+const databaseUrl = process.env["BENCH_DATABASE_URL"] || "postgres://postgres@127.0.0.1:5432/clinical_bench"
 const port = 18090
 const connections = 8
 const duration = Number(process.env["BENCH_DURATION"] || 10)
