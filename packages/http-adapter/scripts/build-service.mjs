@@ -14,7 +14,7 @@
  */
 import { renameSync, writeFileSync } from "node:fs"
 import { dirname, resolve } from "node:path"
-import { argv } from "node:process"
+import { argv, cwd, pid } from "node:process"
 import { fileURLToPath, pathToFileURL } from "node:url"
 import * as esbuild from "esbuild"
 
@@ -78,12 +78,12 @@ export const buildCli = async () => {
   })
   // Dependencies change only with the lockfile, which scripts/cli.mjs compares too.
   const inputs = Object.keys(result.metafile.inputs)
-    .map((input) => resolve(process.cwd(), input))
+    .map((input) => resolve(cwd(), input))
     .filter((input) => !input.includes("/node_modules/"))
-  const temporary = `${CLI_BUNDLE}.${process.pid}.tmp`
+  const temporary = `${CLI_BUNDLE}.${pid}.tmp`
   writeFileSync(temporary, result.outputFiles[0].contents)
-  writeFileSync(`${CLI_INPUTS}.${process.pid}.tmp`, JSON.stringify(inputs))
-  renameSync(`${CLI_INPUTS}.${process.pid}.tmp`, CLI_INPUTS)
+  writeFileSync(`${CLI_INPUTS}.${pid}.tmp`, JSON.stringify(inputs))
+  renameSync(`${CLI_INPUTS}.${pid}.tmp`, CLI_INPUTS)
   renameSync(temporary, CLI_BUNDLE)
 }
 
