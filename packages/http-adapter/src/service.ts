@@ -14,6 +14,8 @@ import {
   type UnitOfWork
 } from "@clinical-api/domain"
 import {
+  invalidConfig,
+  ledgerRewriteRights,
   loadFixture,
   MediaBaseUrlFromConfig,
   OperatorStore,
@@ -71,6 +73,24 @@ const sampleTokenOf = (fixtureText: string): Option.Option<string> => {
   )
   return Option.fromNullishOr(typeof usable?.["token"] === "string" ? usable["token"] : undefined)
 }
+
+/**
+ * Production serves only on a role PostgreSQL refuses any UPDATE, DELETE or TRUNCATE of the
+ * disclosure events (and that does not own them): the runtime role of docs/operations.md. The
+ * refusal is a configuration error, reported in one line like the others.
+ */
+const refuseRewritableLedger = Layer.effectDiscard(
+  Effect.gen(function*() {
+    const { rights, role } = yield* ledgerRewriteRights
+    if (rights.length > 0) {
+      return yield* Effect.fail(invalidConfig(
+        `in production DATABASE_URL must connect as a role that cannot change the disclosure ledger, but ${role} has ` +
+          `${rights.join(", ")} on disclosure_events: connect DATABASE_URL as the runtime role and DATABASE_OWNER_URL ` +
+          `as the owner (docs/operations.md, "Two database roles")`
+      ))
+    }
+  })
+)
 
 /**
  * Embedded mode starts with a data set: FIXTURE_FILE, or the sandbox data. It is loaded only
@@ -154,7 +174,10 @@ export const makeService = (overrides: ServiceOverrides = {}): Layer.Layer<Start
         return startup("embedded", Effect.succeed(Option.none())).pipe(Layer.provide(overrides.storage))
       }
       const embedded = usesEmbeddedDatabase(config)
-      const storage = StorageFromConfig.pipe(Layer.provide(MediaBaseUrlFromConfig(Deferred.await(listeningAt))))
+      const configured = StorageFromConfig.pipe(Layer.provide(MediaBaseUrlFromConfig(Deferred.await(listeningAt))))
+      const storage = config.environment === "production" && !embedded
+        ? refuseRewritableLedger.pipe(Layer.provideMerge(configured))
+        : configured
       return startup(
         embedded ? "embedded" : "postgresql",
         embedded ? Effect.map(seedEmbeddedStore(config), Option.some) : Effect.succeed(Option.none())

@@ -1,4 +1,4 @@
-import { Effect, Layer } from "effect"
+import { Effect, Layer, Option } from "effect"
 import { migrate } from "./migrations/migrate.js"
 import { OperatorStoreLive } from "./operator/operator-store.js"
 import { ApiKeyStoreLive } from "./repositories/api-key-store.js"
@@ -8,7 +8,16 @@ import { IdGeneratorLive } from "./repositories/id-generator.js"
 import { OrganizationStoreLive } from "./repositories/organization-store.js"
 import { UnitOfWorkLive } from "./repositories/unit-of-work.js"
 import { AudioStorageFromConfig } from "./s3/audio-storage-from-config.js"
-import { DatabaseLocationFromConfig, OperatorPgClient, ServicePgClient } from "./sql/database-layer.js"
+import {
+  clientOptions,
+  DatabaseLocation,
+  DatabaseLocationFromConfig,
+  OperatorPgClient,
+  ownerUrlConfig,
+  runtimeRoleConfig,
+  ServicePgClient
+} from "./sql/database-layer.js"
+import { makePgClient, PgClient } from "./sql/pg-client.js"
 
 /** The domain's data ports on PostgreSQL, for a given `PgClient`. */
 export const PostgresPortsLive = Layer.mergeAll(
@@ -23,7 +32,22 @@ export const PostgresPortsLive = Layer.mergeAll(
  * Applies pending migrations when the layer is built (start-up), on a client of their own that
  * is closed afterwards: a migration may take longer than a request's statement may.
  */
-export const MigrateOnStart = Layer.effectDiscard(migrate().pipe(Effect.provide(OperatorPgClient), Effect.withSpan("migrate.onStart")))
+export const MigrateOnStart = Layer.effectDiscard(
+  Effect.gen(function* () {
+    const location = yield* DatabaseLocation
+    if (location.embedded) return yield* migrate().pipe(Effect.provide(OperatorPgClient))
+    // With two roles the migrations run as the owner, on a connection of their own.
+    const ownerUrl = yield* ownerUrlConfig
+    const runtimeRole = yield* runtimeRoleConfig
+    const owner = Option.match(ownerUrl, {
+      onNone: () => location,
+      onSome: (url) => ({ ...location, url, maxConnections: 1 })
+    })
+    return yield* migrate(undefined, { runtimeRole }).pipe(
+      Effect.provide(Layer.effect(PgClient, makePgClient(clientOptions(owner))))
+    )
+  }).pipe(Effect.withSpan("migrate.onStart"))
+)
 
 /**
  * Everything the service and the operator tooling need, from configuration: the database

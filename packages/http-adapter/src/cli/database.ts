@@ -9,7 +9,8 @@ import {
   type OperatorStore,
   OperatorStoreLive,
   PgClient,
-  PgClientFromConfig
+  PgClientFromConfig,
+  RuntimePgClientFromConfig
 } from "@clinical-api/storage-adapter"
 import { Config, Console, Effect, Layer, Option, Redacted } from "effect"
 import { loadServiceConfig, SANDBOX_DIGEST_KEY } from "../config.js"
@@ -23,7 +24,8 @@ import { type CliFailure, refuse } from "./failure.js"
  * refuse to run rather than report changes that nobody will ever see.
  */
 export const DATABASE_HELP =
-  "Database: DATABASE_URL selects a PostgreSQL server; otherwise the embedded PGlite stored in PGLITE_DATA_DIR " +
+  "Database: DATABASE_URL selects a PostgreSQL server, and the commands connect as DATABASE_OWNER_URL when it is set " +
+  "(the schema's owner; the webhook worker connects as DATABASE_URL, the runtime role); otherwise the embedded PGlite stored in PGLITE_DATA_DIR " +
   "(stop a service using that directory first: PGlite serves one process). With neither set the command refuses " +
   "to run: the in-memory embedded database would vanish when it exits, with every change."
 
@@ -33,8 +35,10 @@ export type DatabaseTarget =
   | { readonly _tag: "EmbeddedInMemory" }
 
 export const databaseTarget: Effect.Effect<DatabaseTarget, Config.ConfigError> = Effect.gen(function* () {
-  const databaseUrl = yield* Config.option(Config.Redacted("DATABASE_URL"))
-  if (Option.isSome(databaseUrl) && Redacted.value(databaseUrl.value).trim() !== "") return { _tag: "Server" } as const
+  for (const name of ["DATABASE_URL", "DATABASE_OWNER_URL"]) {
+    const databaseUrl = yield* Config.option(Config.Redacted(name))
+    if (Option.isSome(databaseUrl) && Redacted.value(databaseUrl.value).trim() !== "") return { _tag: "Server" } as const
+  }
   const dataDir = yield* Config.option(Config.NonEmptyString("PGLITE_DATA_DIR"))
   return Option.isSome(dataDir)
     ? ({ _tag: "EmbeddedDirectory", dataDir: dataDir.value } as const)
@@ -51,6 +55,18 @@ const requirePersistentDatabase = Effect.flatMap(databaseTarget, (target) =>
       )
     : Effect.void
 )
+
+/** The runtime role's connection is `DATABASE_URL`: with only the owner's, the worker would run on nothing. */
+const requireRuntimeUrl = Effect.gen(function* () {
+  const [databaseUrl, ownerUrl] = yield* Effect.all([
+    Config.option(Config.String("DATABASE_URL")),
+    Config.option(Config.String("DATABASE_OWNER_URL"))
+  ])
+  const set = (url: Option.Option<string>) => Option.isSome(url) && url.value.trim() !== ""
+  if (set(ownerUrl) && !set(databaseUrl)) {
+    return yield* refuse("DATABASE_OWNER_URL is set but DATABASE_URL is not: the webhook worker connects as the runtime role (DATABASE_URL)")
+  }
+})
 
 /** Refuses to work on a schema this build did not migrate: run `migrate` first. */
 const requireCurrentSchema = Effect.gen(function* () {
@@ -87,19 +103,28 @@ const requireCurrentSchema = Effect.gen(function* () {
  * into (`AUDIO_STORAGE`: embedded or S3). The command line never signs URLs, so the media
  * base URL is a placeholder.
  */
-export const OperatorServicesLive = Layer.mergeAll(
-  OperatorStoreLive,
-  AudioStorageFromConfig.pipe(Layer.provide(MediaBaseUrlLayer("http://127.0.0.1")))
-).pipe(
-  Layer.provideMerge(IdGeneratorLive),
-  Layer.provideMerge(PgClientFromConfig)
-)
+const operatorServices = (client: typeof PgClientFromConfig) =>
+  Layer.mergeAll(
+    OperatorStoreLive,
+    AudioStorageFromConfig.pipe(Layer.provide(MediaBaseUrlLayer("http://127.0.0.1")))
+  ).pipe(
+    Layer.provideMerge(IdGeneratorLive),
+    Layer.provideMerge(client)
+  )
+
+/** The operator services as the schema's owner (`DATABASE_OWNER_URL`, else `DATABASE_URL`). */
+export const OperatorServicesLive = operatorServices(PgClientFromConfig)
+
+/** The same services as the runtime role (`DATABASE_URL`): the webhook worker's. */
+export const RuntimeServicesLive = operatorServices(RuntimePgClientFromConfig)
 
 export type OperatorServices = PgClient | OperatorStore | IdGenerator | AudioStorage | EmbeddedAudioObjects | DatabaseLocation
 
 export interface DatabaseOptions {
   /** `migrate` itself runs on a schema that is not current; every other command refuses one. */
   readonly requireCurrentSchema?: boolean
+  /** Connect as the runtime role (`DATABASE_URL`), not the owner: the webhook worker does what the service's role may. */
+  readonly asRuntimeRole?: boolean
 }
 
 /**
@@ -112,10 +137,10 @@ export const onDatabase = <A, E, R>(
   options: DatabaseOptions = {}
 ): Effect.Effect<A, E | CliFailure | Config.ConfigError | StoreUnavailable, Exclude<R, OperatorServices>> =>
   Effect.andThen(
-    requirePersistentDatabase,
+    options.asRuntimeRole === true ? Effect.andThen(requirePersistentDatabase, requireRuntimeUrl) : requirePersistentDatabase,
     Effect.provide(
       options.requireCurrentSchema === false ? effect : Effect.andThen(requireCurrentSchema, effect),
-      OperatorServicesLive
+      options.asRuntimeRole === true ? RuntimeServicesLive : OperatorServicesLive
     )
   )
 

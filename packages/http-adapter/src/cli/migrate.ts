@@ -1,4 +1,4 @@
-import { migrate, migrations } from "@clinical-api/storage-adapter"
+import { DatabaseLocation, migrate, migrations, runtimeRoleConfig } from "@clinical-api/storage-adapter"
 import { Console, Effect } from "effect"
 import { Command } from "effect/cli"
 import { onDatabase } from "./database.js"
@@ -9,7 +9,9 @@ const nameOf = (version: number) =>
 export const migrateCommand = Command.make("migrate", {}, () =>
   onDatabase(
     Effect.gen(function* () {
-      const report = yield* migrate()
+      // The embedded database has one role.
+      const { embedded } = yield* DatabaseLocation
+      const report = yield* migrate(undefined, { runtimeRole: embedded ? undefined : yield* runtimeRoleConfig })
       const current = report.current.at(-1)
       if (report.applied.length === 0) {
         return yield* Console.log(`No pending migrations; the schema is at version ${current ?? "none"}.`)
@@ -23,6 +25,8 @@ export const migrateCommand = Command.make("migrate", {}, () =>
   Command.withDescription(
     "Apply the pending database migrations, each once, under an advisory lock (safe while another process " +
       "migrates), and print what was applied. Refuses a database migrated by a newer build or with an edited " +
-      "migration, changing nothing."
+      "migration, changing nothing. With DATABASE_OWNER_URL (or DATABASE_RUNTIME_ROLE) set, the runtime role " +
+      "(DATABASE_RUNTIME_ROLE, default clinical_api_runtime) is created if absent and granted what the service and " +
+      "the webhook worker need, never UPDATE, DELETE or TRUNCATE of the disclosure events."
   )
 )

@@ -29,7 +29,7 @@ import {
 import { Console, Effect, Layer, Option, Schema } from "effect"
 import { Argument, Command, Flag } from "effect/cli"
 import { nonEmptyText, parseOrganizationId } from "./arguments.js"
-import { onDatabase } from "./database.js"
+import { type DatabaseOptions, onDatabase } from "./database.js"
 import { type CliFailure, refuse } from "./failure.js"
 import { groupCommand } from "./group.js"
 import { jsonOption, printJsonLine, printList, switchFlag } from "./output.js"
@@ -46,7 +46,8 @@ const WebhookServices = Layer.mergeAll(
   TranscriptReadyPublisher.Live.pipe(Layer.provide(WebhookOutboxPostgres))
 )
 
-const onWebhooks = <A, E, R>(effect: Effect.Effect<A, E, R>) => onDatabase(Effect.provide(effect, WebhookServices))
+const onWebhooks = <A, E, R>(effect: Effect.Effect<A, E, R>, options: DatabaseOptions = {}) =>
+  onDatabase(Effect.provide(effect, WebhookServices), options)
 
 const plainId = (what: string, text: string): Effect.Effect<string, CliFailure> =>
   text === "" || text.trim() !== text || /[\p{Cc}]/u.test(text)
@@ -510,14 +511,14 @@ const workerCommand = Command.make(
         onAttempt: (report: AttemptReport) => printJsonLine(attemptReportJson(report))
       }
       if (input.once) {
-        const pass = yield* onWebhooks(runDeliveryPass(options))
+        const pass = yield* onWebhooks(runDeliveryPass(options), { asRuntimeRole: true })
         yield* Console.error(
           `worker pass done: ${pass.attempts} attempts, ${pass.succeeded} succeeded, ${pass.retried} to retry, ${pass.failed} failed, ${pass.leaseLost} lease lost`
         )
         return
       }
       yield* Console.error(`webhook delivery worker running (concurrency ${concurrency}, ${settings.environment}); stop with Ctrl-C`)
-      return yield* onWebhooks(runDeliveryWorker(options))
+      return yield* onWebhooks(runDeliveryWorker(options), { asRuntimeRole: true })
     })
 ).pipe(
   Command.withDescription(

@@ -1,7 +1,7 @@
 import { DisclosureEvent } from "@clinical-api/domain"
 import { Option, Schema } from "effect"
 import type { ContractHarness } from "./harness.js"
-import { databases, startStoredServer } from "./stored-server.js"
+import { databases, startStoredServer, type StoredServerOptions } from "./stored-server.js"
 
 interface DisclosureRow {
   readonly event_id: string
@@ -39,29 +39,45 @@ const toEvent = (row: DisclosureRow): DisclosureEvent =>
  * order they were committed. Faults are injected by the fault-specific suites (issue 8), not
  * here: `injectFault` is absent, so the two fault tests of the suite report themselves skipped.
  */
-export const postgresHarness: ContractHarness = {
-  name: `PostgreSQL storage (${databases.label})`,
-  start: async (fixture, options = {}) => {
-    const server = await startStoredServer(
-      [
-        ["PUBLIC_API_ENVIRONMENT", options.environment ?? "sandbox"],
-        ["API_KEYS_ENABLED", String(options.apiKeysEnabled ?? true)],
-        ["API_KEY_DIGEST_KEY", "contract-suite-digest-key-of-at-least-32-chars"]
-      ],
-      JSON.stringify(fixture),
-      options.digestKeyConfigured === false ? { apiKeyDigestKey: Option.none() } : {}
-    )
-    return {
-      baseUrl: server.baseUrl,
-      disclosures: () =>
-        server.query((sql) =>
-          sql<Array<DisclosureRow>>`
-            SELECT event_id, occurred_at, organization_id, api_key_id, operation_id, encounter_id,
-                   document_id, patient_id, request_id, caller_request_id
-            FROM disclosure_events ORDER BY recorded_seq`
-        ).then((rows) => rows.map(toEvent)),
-      logLines: server.logLines,
-      close: server.close
+export const postgresHarness: ContractHarness = storedHarness(`PostgreSQL storage (${databases.label})`, {})
+
+/**
+ * The same over two database roles: migrated and loaded by the owner, served by a runtime role
+ * the migrations granted only what it needs (a real server only).
+ */
+export const runtimeRoleHarness: ContractHarness = storedHarness(
+  `PostgreSQL storage, service on the runtime role (${databases.label})`,
+  { runtimeRole: true }
+)
+
+function storedHarness(name: string, storedOptions: StoredServerOptions): ContractHarness {
+  return {
+    name,
+    start: async (fixture, options = {}) => {
+      const server = await startStoredServer(
+        [
+          ["PUBLIC_API_ENVIRONMENT", options.environment ?? "sandbox"],
+          ["API_KEYS_ENABLED", String(options.apiKeysEnabled ?? true)],
+          ["API_KEY_DIGEST_KEY", "contract-suite-digest-key-of-at-least-32-chars"],
+          ["LEDGER_KEY", "contract-suite-ledger-key-of-at-least-32-chars"]
+        ],
+        JSON.stringify(fixture),
+        options.digestKeyConfigured === false ? { apiKeyDigestKey: Option.none() } : {},
+        // Production serves only on the runtime role (docs/operations.md, "Two database roles").
+        options.environment === "production" ? { ...storedOptions, runtimeRoleOnServer: true } : storedOptions
+      )
+      return {
+        baseUrl: server.baseUrl,
+        disclosures: () =>
+          server.query((sql) =>
+            sql<Array<DisclosureRow>>`
+              SELECT event_id, occurred_at, organization_id, api_key_id, operation_id, encounter_id,
+                     document_id, patient_id, request_id, caller_request_id
+              FROM disclosure_events ORDER BY recorded_seq`
+          ).then((rows) => rows.map(toEvent)),
+        logLines: server.logLines,
+        close: server.close
+      }
     }
   }
 }

@@ -2,9 +2,12 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import type { PublicApiSettings } from "@clinical-api/domain"
-import { loadFixture, PgClient, type Sql } from "@clinical-api/storage-adapter"
+import { randomBytes } from "node:crypto"
+import { loadFixture, PgClient, PgClientLayer, type Sql } from "@clinical-api/storage-adapter"
 import { embeddedDatabases, realServerDatabases } from "@clinical-api/storage-adapter/testing"
-import { type Clock, ConfigProvider, type Context, Effect, Exit, Option, Scope } from "effect"
+import { type Clock, ConfigProvider, Context, Effect, Exit, Layer, Option, Scope } from "effect"
+import postgres from "postgres"
+import { onDatabase } from "../../src/cli/database.js"
 import { serviceConfig } from "../../src/config.js"
 import { exampleFixtureText } from "./example-fixture.js"
 import { type RunningService, startService } from "./harness.js"
@@ -77,6 +80,15 @@ export const loadFixtureInto = async (
   )
 }
 
+/** Loads `fixtureText` as the operator's command line does: on the owner's connection (DATABASE_OWNER_URL). */
+const loadFixtureAsOwner = async (env: Readonly<Record<string, string>>, fixtureText: string): Promise<void> => {
+  const provider = ConfigProvider.layer(ConfigProvider.fromEnv({ env }))
+  const config = await Effect.runPromise(serviceConfig.parse(ConfigProvider.fromEnv({ env })))
+  await Effect.runPromise(
+    onDatabase(loadFixture(fixtureText, { digestKey: Option.getOrThrow(config.apiKeyDigestKey) })).pipe(Effect.provide(provider))
+  )
+}
+
 /**
  * The service as `pnpm start` builds it (`makeService`), configured by `environment` through a
  * test `ConfigProvider`, on a fresh database: storage from configuration (the fresh PostgreSQL
@@ -85,14 +97,58 @@ export const loadFixtureInto = async (
  * server on an ephemeral loopback port, whose address becomes the media base URL. The fixture
  * is loaded through the fixture loader, on the service's own pool.
  */
+/**
+ * A LOGIN role of a random name for the service to connect as, dropped when `scope` closes (after
+ * the database, which holds its only privileges): the runtime role of the two-role setup.
+ */
+const makeRuntimeRole = (ownerUrl: string, scope: Scope.Scope) =>
+  Effect.runPromise(Scope.provide(
+    Effect.acquireRelease(
+      Effect.promise(async () => {
+        const name = `clinical_api_runtime_test_${randomBytes(6).toString("hex")}`
+        const admin = postgres(ownerUrl, { max: 1, onnotice: () => {} })
+        await admin.unsafe(`CREATE ROLE ${name} LOGIN`)
+        await admin.end({ timeout: 5 })
+        const url = new URL(ownerUrl)
+        url.username = name
+        url.password = ""
+        return { name, url: url.toString() }
+      }),
+      ({ name }) =>
+        Effect.promise(async () => {
+          const admin = postgres(ownerUrl, { max: 1, onnotice: () => {} })
+          await admin.unsafe(`DROP ROLE IF EXISTS ${name}`).catch(() => undefined)
+          await admin.end({ timeout: 5 })
+        })
+    ),
+    scope
+  ))
+
+export interface StoredServerOptions {
+  /**
+   * Two database roles (a real server only): the service migrates as the owner
+   * (DATABASE_OWNER_URL, the fresh database's) and serves as a new LOGIN runtime role
+   * (DATABASE_URL, DATABASE_RUNTIME_ROLE); the fixture is loaded and `query` runs as the owner.
+   */
+  readonly runtimeRole?: boolean
+  /** The same on a real server only (PGlite has one role): production refuses to serve on a role that can change the ledger. */
+  readonly runtimeRoleOnServer?: boolean
+}
+
 export const startStoredServer = async (
   environment: ReadonlyArray<readonly [string, string]>,
   fixtureText: string = exampleFixtureText,
   /** Settings no configuration can produce (e.g. no digest key at all), for the 503 paths. */
-  overrideSettings: Partial<PublicApiSettings> = {}
+  overrideSettings: Partial<PublicApiSettings> = {},
+  options: StoredServerOptions = {}
 ): Promise<StoredServer> => {
   const scope = Effect.runSync(Scope.make())
+  // Closed after the database's scope: a role is dropped only once the database holding its privileges is.
+  const rolesScope = Effect.runSync(Scope.make())
   const database = await Effect.runPromise(Scope.provide(databases.fresh, scope))
+  if (options.runtimeRole === true && !database.separateClients) throw new Error("two roles need a real PostgreSQL server")
+  const twoRoles = options.runtimeRole === true || (options.runtimeRoleOnServer === true && database.separateClients)
+  const runtimeRole = twoRoles ? await makeRuntimeRole(database.url, rolesScope) : undefined
   // PGlite's single session takes no second pool: there the service starts its own embedded
   // database and loads the fixture from a file, as `pnpm start` does.
   const fixtureDirectory = database.separateClients ? undefined : mkdtempSync(join(tmpdir(), "stored-server-"))
@@ -103,6 +159,9 @@ export const startStoredServer = async (
     ...(fixtureFile === undefined
       ? { DATABASE_URL: database.url, DATABASE_POOL_MAX: String(database.clientOptions.maxConnections ?? 4) }
       : { FIXTURE_FILE: fixtureFile }),
+    ...(runtimeRole === undefined
+      ? {}
+      : { DATABASE_OWNER_URL: database.url, DATABASE_URL: runtimeRole.url, DATABASE_RUNTIME_ROLE: runtimeRole.name }),
     ...Object.fromEntries(environment)
   }
   const clock = makeControlledClock()
@@ -110,11 +169,18 @@ export const startStoredServer = async (
     clock: clock.clock,
     overrides: { settings: (settings) => ({ ...settings, ...overrideSettings }) }
   })
-  if (fixtureFile === undefined) await loadFixtureInto(service, env, fixtureText)
+  if (runtimeRole !== undefined) await loadFixtureAsOwner(env, fixtureText)
+  else if (fixtureFile === undefined) await loadFixtureInto(service, env, fixtureText)
 
+  const queryContext = runtimeRole === undefined
+    ? storageOf(service)
+    : Context.make(PgClient, Context.get(
+      await Effect.runPromise(Layer.buildWithScope(PgClientLayer({ url: database.url, maxConnections: 2 }), scope)),
+      PgClient
+    ))
   const query = <A>(statement: (sql: Sql) => Promise<A>) =>
     Effect.runPromise(Effect.flatMap(Effect.service(PgClient), (client) => client.run("test.query", statement)).pipe(
-      Effect.provideContext(storageOf(service))
+      Effect.provideContext(queryContext)
     ))
 
   return {
@@ -137,6 +203,7 @@ export const startStoredServer = async (
     close: async () => {
       await service.close()
       await Effect.runPromise(Scope.close(scope, Exit.void))
+      await Effect.runPromise(Scope.close(rolesScope, Exit.void))
       if (fixtureDirectory !== undefined) rmSync(fixtureDirectory, { recursive: true, force: true })
     }
   }

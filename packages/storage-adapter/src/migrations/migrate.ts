@@ -3,6 +3,7 @@ import { type StoreUnavailable } from "@clinical-api/domain"
 import { Data, Effect } from "effect"
 import { PgClient } from "../sql/pg-client.js"
 import { type Migration, migrations as releasedMigrations } from "./migrations.js"
+import { grantRuntimeRole, type RuntimeRoleRefused } from "./runtime-role.js"
 
 /** An applied migration differs from the one this build ships: the database was migrated by another schema. */
 export class MigrationMismatch extends Data.TaggedError("MigrationMismatch")<{
@@ -29,9 +30,18 @@ const MIGRATION_LOCK_KEY = 7_306_104_501
  * finds everything applied. Refuses (and changes nothing) when an applied migration's
  * checksum changed or the database has a version this build does not know.
  */
+export interface MigrateOptions {
+  /**
+   * The role the service connects as (two roles: runtime-role.ts): created if absent and granted
+   * exactly what it needs, after the migrations, in the same transaction. None with one role.
+   */
+  readonly runtimeRole?: string | undefined
+}
+
 export const migrate = (
-  migrations: ReadonlyArray<Migration> = releasedMigrations
-): Effect.Effect<MigrationReport, MigrationMismatch | StoreUnavailable, PgClient> =>
+  migrations: ReadonlyArray<Migration> = releasedMigrations,
+  options: MigrateOptions = {}
+): Effect.Effect<MigrationReport, MigrationMismatch | RuntimeRoleRefused | StoreUnavailable, PgClient> =>
   Effect.gen(function* () {
     const client = yield* PgClient
     return yield* client.transactionally(
@@ -81,6 +91,7 @@ export const migrate = (
               VALUES (${migration.version}, ${migration.name}, ${migrationChecksum(migration)})`
           )
         }
+        if (options.runtimeRole !== undefined) yield* grantRuntimeRole(options.runtimeRole)
         return {
           applied: pending.map((migration) => migration.version),
           current: [...appliedVersions, ...pending.map((migration) => migration.version)].sort((a, b) => a - b)

@@ -1,5 +1,6 @@
 import { Config, Context, Effect, Layer, Option, Redacted, Schema, SchemaIssue } from "effect"
 import { EMBEDDED_MAX_CONNECTIONS, startEmbeddedPostgres } from "../embedded/embedded-postgres.js"
+import { isRuntimeRoleName, RUNTIME_ROLE_DEFAULT } from "../migrations/runtime-role.js"
 import { makePgClient, PgClient, type PgClientOptions } from "./pg-client.js"
 
 /**
@@ -22,19 +23,56 @@ export class DatabaseLocation extends Context.Service<DatabaseLocation, Database
 export const invalidConfig = (message: string): Config.ConfigError =>
   new Config.ConfigError(new Schema.SchemaError(new SchemaIssue.InvalidValue({ message })))
 
-export const DatabaseLocationFromConfig = Layer.effect(
-  DatabaseLocation,
+const nonEmptyUrl = (name: string) =>
+  Config.option(Config.Redacted(name)).pipe(
+    Config.map(Option.filter((url) => Redacted.value(url).trim() !== ""))
+  )
+
+/**
+ * `DATABASE_OWNER_URL`: the owner of the schema (migrations, fixtures, the command line), when
+ * `DATABASE_URL` is the runtime role the service and the webhook worker connect as. Unset,
+ * `DATABASE_URL` is both (one role, like the embedded database).
+ */
+export const ownerUrlConfig = nonEmptyUrl("DATABASE_OWNER_URL")
+
+/**
+ * The role the migrations grant the runtime privileges to (runtime-role.ts): `DATABASE_RUNTIME_ROLE`,
+ * or `clinical_api_runtime` when `DATABASE_OWNER_URL` is set; none with one role and no name.
+ */
+export const runtimeRoleConfig: Config.Config<string | undefined> = Config.all({
+  role: Config.option(Config.String("DATABASE_RUNTIME_ROLE")),
+  ownerUrl: ownerUrlConfig
+}).pipe(
+  Config.mapEffect(({ ownerUrl, role }) => {
+    const named = Option.map(role, (name) => name.trim()).pipe(Option.filter((name) => name !== ""))
+    if (Option.isSome(named) && !isRuntimeRoleName(named.value)) {
+      return Effect.fail(invalidConfig(
+        `DATABASE_RUNTIME_ROLE must be a plain role name (a letter or _, then letters, digits or _; at most 63), got ${JSON.stringify(named.value)}`
+      ))
+    }
+    return Effect.succeed(Option.isSome(named) ? named.value : Option.isSome(ownerUrl) ? RUNTIME_ROLE_DEFAULT : undefined)
+  })
+)
+
+const locationFromConfig = (role: "runtime" | "owner") =>
   Effect.gen(function* () {
-    const databaseUrl = yield* Config.option(Config.Redacted("DATABASE_URL"))
-    if (Option.isSome(databaseUrl) && Redacted.value(databaseUrl.value).trim() !== "") {
+    const databaseUrl = yield* nonEmptyUrl("DATABASE_URL")
+    const ownerUrl = role === "owner" ? yield* ownerUrlConfig : Option.none<Redacted.Redacted<string>>()
+    const url = Option.orElse(ownerUrl, () => databaseUrl)
+    if (Option.isSome(url)) {
       const maxConnections = yield* Config.Int("DATABASE_POOL_MAX").pipe(Config.withDefault(10))
-      return { url: databaseUrl.value, embedded: false, maxConnections }
+      return { url: url.value, embedded: false, maxConnections }
     }
     const dataDir = yield* Config.option(Config.NonEmptyString("PGLITE_DATA_DIR"))
     const embedded = yield* startEmbeddedPostgres({ dataDir: Option.getOrUndefined(dataDir) })
     return { url: Redacted.make(embedded.url), embedded: true, maxConnections: EMBEDDED_MAX_CONNECTIONS }
   })
-)
+
+/** The service's database: `DATABASE_URL` (the runtime role where there are two), or the embedded PGlite. */
+export const DatabaseLocationFromConfig = Layer.effect(DatabaseLocation, locationFromConfig("runtime"))
+
+/** The owner's database: `DATABASE_OWNER_URL`, else as `DatabaseLocationFromConfig`. */
+export const OwnerDatabaseLocationFromConfig = Layer.effect(DatabaseLocation, locationFromConfig("owner"))
 
 /** The default of `DATABASE_STATEMENT_TIMEOUT_MS`: far above any statement of a request, far below its 10 s deadline. */
 export const STATEMENT_TIMEOUT_DEFAULT_MS = 2000
@@ -56,7 +94,7 @@ export const statementTimeoutConfig = Config.String("DATABASE_STATEMENT_TIMEOUT_
   })
 )
 
-const clientOptions = (location: DatabaseLocationService): PgClientOptions => ({
+export const clientOptions = (location: DatabaseLocationService): PgClientOptions => ({
   url: location.url,
   maxConnections: location.maxConnections,
   // PGlite's single session is shared, so no named statements there.
@@ -83,5 +121,8 @@ export const OperatorPgClient = Layer.effect(
   Effect.flatMap(DatabaseLocation, (location) => makePgClient(clientOptions(location)))
 )
 
-/** `OperatorPgClient` on the configured database. */
-export const PgClientFromConfig = OperatorPgClient.pipe(Layer.provideMerge(DatabaseLocationFromConfig))
+/** `OperatorPgClient` on the owner's database (`DATABASE_OWNER_URL`, else `DATABASE_URL` or the embedded one). */
+export const PgClientFromConfig = OperatorPgClient.pipe(Layer.provideMerge(OwnerDatabaseLocationFromConfig))
+
+/** `OperatorPgClient` as the runtime role (`DATABASE_URL`): the webhook worker's. */
+export const RuntimePgClientFromConfig = OperatorPgClient.pipe(Layer.provideMerge(DatabaseLocationFromConfig))
