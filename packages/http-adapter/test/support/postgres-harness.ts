@@ -63,8 +63,7 @@ function storedHarness(name: string, storedOptions: StoredServerOptions): Contra
         ],
         JSON.stringify(fixture),
         options.digestKeyConfigured === false ? { apiKeyDigestKey: Option.none() } : {},
-        // Production serves only on the runtime role (docs/operations.md, "Two database roles").
-        options.environment === "production" ? { ...storedOptions, runtimeRoleOnServer: true } : storedOptions
+        storedOptions
       )
       return {
         baseUrl: server.baseUrl,

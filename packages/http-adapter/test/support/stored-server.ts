@@ -131,8 +131,6 @@ export interface StoredServerOptions {
    * (DATABASE_URL, DATABASE_RUNTIME_ROLE); the fixture is loaded and `query` runs as the owner.
    */
   readonly runtimeRole?: boolean
-  /** The same on a real server only (PGlite has one role): production refuses to serve on a role that can change the ledger. */
-  readonly runtimeRoleOnServer?: boolean
 }
 
 export const startStoredServer = async (
@@ -147,7 +145,9 @@ export const startStoredServer = async (
   const rolesScope = Effect.runSync(Scope.make())
   const database = await Effect.runPromise(Scope.provide(databases.fresh, scope))
   if (options.runtimeRole === true && !database.separateClients) throw new Error("two roles need a real PostgreSQL server")
-  const twoRoles = options.runtimeRole === true || (options.runtimeRoleOnServer === true && database.separateClients)
+  // Production serves only on the runtime role (docs/operations.md, "Two database roles"); PGlite has one role.
+  const production = environment.some(([name, value]) => name === "PUBLIC_API_ENVIRONMENT" && value === "production")
+  const twoRoles = options.runtimeRole === true || (production && database.separateClients)
   const runtimeRole = twoRoles ? await makeRuntimeRole(database.url, rolesScope) : undefined
   // PGlite's single session takes no second pool: there the service starts its own embedded
   // database and loads the fixture from a file, as `pnpm start` does.
