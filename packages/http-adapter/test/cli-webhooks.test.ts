@@ -71,7 +71,7 @@ interface WorkerProcess {
 const spawnWorker = (database: CliDatabase, args: ReadonlyArray<string>, extra: Record<string, string>): WorkerProcess => {
   const env: Record<string, string | undefined> = { ...process.env }
   for (const name of ["DATABASE_URL", "PGLITE_DATA_DIR", "PUBLIC_API_ENVIRONMENT", "WEBHOOK_RUNTIME"]) delete env[name]
-  const child = spawn(process.execPath, ["--import", "tsx", CLI_ENTRY, "webhooks", "worker", ...args], {
+  const child = spawn(process.execPath, [CLI_ENTRY, "webhooks", "worker", ...args], {
     cwd: WORKSPACE_ROOT,
     env: { ...env, NO_COLOR: "1", ...database.env, ...extra },
     stdio: ["ignore", "pipe", "pipe"]

@@ -124,7 +124,7 @@ interface Worker {
 const startWorker = (databaseUrl: string): Worker => {
   const env: Record<string, string | undefined> = { ...process.env }
   for (const name of ["PGLITE_DATA_DIR", "PUBLIC_API_ENVIRONMENT"]) delete env[name]
-  const child = spawn(process.execPath, ["--import", "tsx", CLI_ENTRY, "webhooks", "worker", "--concurrency", "4"], {
+  const child = spawn(process.execPath, [CLI_ENTRY, "webhooks", "worker", "--concurrency", "4"], {
     cwd: WORKSPACE_ROOT,
     env: {
       ...env,
