@@ -68,7 +68,8 @@ describe(`isolation property over HTTP and PostgreSQL storage (${databases.label
           [
             ["PUBLIC_API_ENVIRONMENT", model.environment],
             ["API_KEYS_ENABLED", String(model.apiKeysEnabled)],
-            ["API_KEY_DIGEST_KEY", "isolation-postgres-digest-key-0123456789abcdef"]
+            ["API_KEY_DIGEST_KEY", "isolation-postgres-digest-key-0123456789abcdef"],
+            ["LEDGER_KEY", "isolation-postgres-ledger-key-0123456789abcdef"]
           ],
           JSON.stringify(toFixture(model))
         )

@@ -1,4 +1,5 @@
 import { Effect, Layer, Option } from "effect"
+import { DisclosureSealerFromConfig } from "./ledger/sealer.js"
 import { migrate } from "./migrations/migrate.js"
 import { OperatorStoreLive } from "./operator/operator-store.js"
 import { ApiKeyStoreLive } from "./repositories/api-key-store.js"
@@ -55,8 +56,9 @@ export const MigrateOnStart = Layer.effectDiscard(
  * (`AUDIO_STORAGE`: embedded or S3), ids and the operator store. The media base URL (where
  * the service serves embedded audio) comes from the composition root. Releasing it closes
  * the pool (and PGlite). Its client bounds every statement (`DATABASE_STATEMENT_TIMEOUT_MS`).
+ * The disclosure sealer runs beside it (`LEDGER_KEY`, required in production; docs/ledger.md).
  */
-export const StorageFromConfig = Layer.mergeAll(PostgresPortsLive, AudioStorageFromConfig, OperatorStoreLive).pipe(
+export const StorageFromConfig = Layer.mergeAll(PostgresPortsLive, AudioStorageFromConfig, OperatorStoreLive, DisclosureSealerFromConfig).pipe(
   Layer.provideMerge(IdGeneratorLive),
   Layer.provideMerge(MigrateOnStart),
   Layer.provideMerge(ServicePgClient),

@@ -6,7 +6,8 @@
 
 /** SHA-256 and Ed25519 as the ledger needs them, synchronous (a verifier hashes every event). */
 export interface LedgerHashing {
-  readonly sha256: (data: Uint8Array) => Uint8Array
+  /** A string is hashed as its UTF-8 bytes (saves the verifier an encoding per event). */
+  readonly sha256: (data: Uint8Array | string) => Uint8Array
 }
 
 export interface LedgerVerifier extends LedgerHashing {
@@ -78,7 +79,13 @@ export const INDEX_ENTRY_BYTES = 8 + FINGERPRINT_BYTES
 
 /** The first 16 bytes of SHA-256 of the canonical bytes. */
 export const eventFingerprint = (hashing: LedgerHashing, event: LedgerEvent): Uint8Array =>
-  hashing.sha256(canonicalEventBytes(event)).subarray(0, FINGERPRINT_BYTES)
+  hashing.sha256(canonicalEventText(event)).subarray(0, FINGERPRINT_BYTES)
+
+/** The recording number of an index entry at `offset`, as decimal text (no BigInt below 2^53). */
+export const indexSeqAt = (view: DataView, offset: number): string => {
+  const high = view.getUint32(offset)
+  return high < 0x200000 ? String(high * 0x1_0000_0000 + view.getUint32(offset + 4)) : view.getBigUint64(offset).toString()
+}
 
 export const toHex = (bytes: Uint8Array): string => {
   let hex = ""

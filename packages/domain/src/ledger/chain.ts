@@ -1,4 +1,4 @@
-import { canonicalEventBytes, FINGERPRINT_BYTES, INDEX_ENTRY_BYTES, type LedgerEvent, type LedgerVerifier, toHex } from "./canonical.js"
+import { canonicalEventText, FINGERPRINT_BYTES, indexSeqAt, INDEX_ENTRY_BYTES, type LedgerEvent, type LedgerVerifier, toHex } from "./canonical.js"
 import { type ChainPosition, comparePositions, GENESIS_HASH, type Seal, sealIsAuthentic } from "./seal.js"
 
 /** The first thing found wrong, named so that an operator can find it. */
@@ -46,6 +46,8 @@ const finding = (
  */
 export class ChainCheck {
   private previous: Seal | null = null
+  /** The newest complete seal before the one being checked: later events cannot predate it. */
+  private lastComplete: Seal | null = null
   /** Events whose seal checked out. */
   verified = 0
   /** Of those, the ones `counted` accepts. */
@@ -75,6 +77,7 @@ export class ChainCheck {
     const problem = this.events(seal, events)
     if (problem !== null) return problem
     this.previous = seal
+    if (seal.complete) this.lastComplete = seal
     this.seals++
     this.verified += events.length
     for (const { event } of events) if (this.counts(event)) this.counted++
@@ -91,12 +94,12 @@ export class ChainCheck {
   }
 
   private insertedLate(event: LedgerEvent): LedgerFinding | null {
-    const previous = this.previous
+    const previous = this.lastComplete
     if (previous === null) return null
     if (instantMs(event.occurredAt) < instantMs(previous.sealedAt) - INSERTION_SLACK_MS) {
       return finding(
         "event_inserted",
-        previous.sequence + 1,
+        (this.previous?.sequence ?? 0) + 1,
         event,
         null,
         `event ${event.eventId} (recorded_seq ${event.recordedSeq}) was inserted after the fact: it claims ${event.occurredAt}, before seal ${previous.sequence} (sealed at ${previous.sealedAt})`
@@ -112,7 +115,7 @@ export class ChainCheck {
     let mismatchAt = -1
     for (let i = 0; i < events.length; i++) {
       const { event } = events[i]!
-      const hash = this.verifier.sha256(canonicalEventBytes(event))
+      const hash = this.verifier.sha256(canonicalEventText(event))
       hashes.set(hash, i * 32)
       if (mismatchAt === -1 && (i >= entries || !sameEntry(view, seal.index, i, event.recordedSeq, hash))) mismatchAt = i
     }
@@ -144,10 +147,10 @@ export class ChainCheck {
     const view = new DataView(seal.index.buffer, seal.index.byteOffset, seal.index.byteLength)
     const entries = seal.index.length / INDEX_ENTRY_BYTES
     const sealedSeqs = new Set<string>()
-    for (let i = 0; i < entries; i++) sealedSeqs.add(view.getBigUint64(i * INDEX_ENTRY_BYTES).toString())
+    for (let i = 0; i < entries; i++) sealedSeqs.add(indexSeqAt(view, i * INDEX_ENTRY_BYTES))
     const storedSeqs = new Set(events.map(({ event }) => event.recordedSeq))
     const stored = events[at]?.event ?? null
-    const sealedSeq = at < entries ? view.getBigUint64(at * INDEX_ENTRY_BYTES).toString() : null
+    const sealedSeq = at < entries ? indexSeqAt(view, at * INDEX_ENTRY_BYTES) : null
     const where = `in seal ${seal.sequence}`
     if (sealedSeq !== null && !storedSeqs.has(sealedSeq)) {
       const after = at > 0 ? `, after event ${events[at - 1]!.event.eventId}` : ""
@@ -177,7 +180,7 @@ export class ChainCheck {
 
 const sameEntry = (view: DataView, index: Uint8Array, i: number, recordedSeq: string, hash: Uint8Array): boolean => {
   const offset = i * INDEX_ENTRY_BYTES
-  if (view.getBigUint64(offset).toString() !== recordedSeq) return false
+  if (indexSeqAt(view, offset) !== recordedSeq) return false
   for (let b = 0; b < FINGERPRINT_BYTES; b++) if (index[offset + 8 + b] !== hash[b]) return false
   return true
 }
@@ -199,7 +202,7 @@ export const checkExportedEvents = (
   if (entries !== seal.count) return finding("seal_changed", seal.sequence, null, null, `seal ${seal.sequence}'s index does not match its count`)
   const view = new DataView(seal.index.buffer, seal.index.byteOffset, seal.index.byteLength)
   const positions = new Map<string, number>()
-  for (let i = 0; i < entries; i++) positions.set(view.getBigUint64(i * INDEX_ENTRY_BYTES).toString(), i)
+  for (let i = 0; i < entries; i++) positions.set(indexSeqAt(view, i * INDEX_ENTRY_BYTES), i)
   const hashes = new Uint8Array(events.length * 32)
   let previous = -1
   for (let i = 0; i < events.length; i++) {
@@ -212,7 +215,7 @@ export const checkExportedEvents = (
       return finding("event_reordered", seal.sequence, event, null, `event ${event.eventId} (recorded_seq ${event.recordedSeq}) is out of seal ${seal.sequence}'s order`)
     }
     previous = at
-    const hash = verifier.sha256(canonicalEventBytes(event))
+    const hash = verifier.sha256(canonicalEventText(event))
     hashes.set(hash, i * 32)
     if (!sameEntry(view, seal.index, at, event.recordedSeq, hash)) {
       return finding("event_changed", seal.sequence, event, null, `event ${event.eventId} (recorded_seq ${event.recordedSeq}) in seal ${seal.sequence} was changed`)

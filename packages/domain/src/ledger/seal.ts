@@ -1,5 +1,6 @@
 import {
-  canonicalEventBytes,
+  canonicalEventText,
+  indexSeqAt,
   FINGERPRINT_BYTES,
   INDEX_ENTRY_BYTES,
   type LedgerEvent,
@@ -44,6 +45,11 @@ export interface SealBody {
   readonly index: Uint8Array
   /** UTC, milliseconds, RFC 3339. */
   readonly sealedAt: string
+  /**
+   * Whether it took every event that was sealable then (not a backlog's first part): every
+   * event of a later seal committed after it, so none occurred long before its `sealedAt`.
+   */
+  readonly complete: boolean
 }
 
 export interface Seal extends SealBody {
@@ -71,7 +77,8 @@ export const sealSignedBytes = (hashing: LedgerHashing, body: SealBody): Uint8Ar
       String(body.count),
       body.eventsDigest,
       toHex(hashing.sha256(body.index)),
-      body.sealedAt
+      body.sealedAt,
+      body.complete ? "complete" : "partial"
     ].join("\n") + "\n"
   )
 
@@ -90,7 +97,7 @@ export const digestEvents = (hashing: LedgerHashing, events: ReadonlyArray<Ledge
   const view = new DataView(index.buffer)
   const hashes = new Uint8Array(events.length * 32)
   events.forEach((event, i) => {
-    const hash = hashing.sha256(canonicalEventBytes(event))
+    const hash = hashing.sha256(canonicalEventText(event))
     hashes.set(hash, i * 32)
     view.setBigUint64(i * INDEX_ENTRY_BYTES, BigInt(event.recordedSeq))
     index.set(hash.subarray(0, FINGERPRINT_BYTES), i * INDEX_ENTRY_BYTES + 8)
@@ -124,7 +131,7 @@ export const indexEntries = (index: Uint8Array): ReadonlyArray<{ readonly seq: s
   const entries: Array<{ seq: string; fingerprint: string }> = []
   for (let offset = 0; offset + INDEX_ENTRY_BYTES <= index.length; offset += INDEX_ENTRY_BYTES) {
     entries.push({
-      seq: view.getBigUint64(offset).toString(),
+      seq: indexSeqAt(view, offset),
       fingerprint: toHex(index.subarray(offset + 8, offset + INDEX_ENTRY_BYTES))
     })
   }

@@ -5,6 +5,7 @@ import { parseInstant, parseOrganizationId } from "./arguments.js"
 import { onDatabase } from "./database.js"
 import { refuse } from "./failure.js"
 import { groupCommand } from "./group.js"
+import { ledgerCommands, writeSealedExportCommand } from "./ledger.js"
 
 const instantOption = (name: string, description: string) =>
   Flag.String(name).pipe(Flag.optional, Flag.withDescription(description))
@@ -19,7 +20,14 @@ const exportCommand = Command.make(
       "from",
       "Inclusive lower bound on occurred_at: an RFC 3339 date-time with offset. Default: the first event."
     ),
-    to: instantOption("to", "Exclusive upper bound on occurred_at: an RFC 3339 date-time with offset. Default: now and later.")
+    to: instantOption("to", "Exclusive upper bound on occurred_at: an RFC 3339 date-time with offset. Default: now and later."),
+    sealed: Flag.Boolean("sealed").pipe(
+      Flag.withDefault(false),
+      Flag.withDescription(
+        "Write the sealed export instead (docs/ledger.md): the seals with the events they cover, verifiable offline " +
+          "with disclosures verify --file; events are in chain order and only sealed ones are included."
+      )
+    )
   },
   (input) =>
     Effect.gen(function* () {
@@ -29,6 +37,7 @@ const exportCommand = Command.make(
       if (from !== null && to !== null && to.getTime() <= from.getTime()) {
         return yield* refuse("--to must be later than --from (the range is [from, to))")
       }
+      if (input.sealed) return yield* writeSealedExportCommand(organizationId, from, to)
       yield* onDatabase(
         OperatorStore.use((store) =>
           store.exportDisclosures({ organizationId, from, to }).pipe(
@@ -47,5 +56,5 @@ const exportCommand = Command.make(
 )
 
 export const disclosuresCommand = groupCommand("disclosures", "The accounting of disclosures.").pipe(
-  Command.withSubcommands([exportCommand])
+  Command.withSubcommands([exportCommand, ...ledgerCommands])
 )

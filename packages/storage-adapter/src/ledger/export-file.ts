@@ -34,6 +34,7 @@ const sealJson = (seal: Seal) => ({
   events_digest: seal.eventsDigest,
   index: Buffer.from(seal.index).toString("base64"),
   sealed_at: seal.sealedAt,
+  complete: seal.complete,
   signature: seal.signature,
   hash: seal.hash
 })
@@ -116,12 +117,13 @@ const isPosition = (value: Json | undefined): value is { xid: string; seq: strin
   value !== undefined && hasKeys(value, ["xid", "seq"]) && /^\d+$/.test(String(value["xid"])) && /^\d+$/.test(String(value["seq"])) &&
   isString(value["xid"]) && isString(value["seq"])
 
-const sealKeys = ["sequence", "previous_hash", "first", "last", "count", "events_digest", "index", "sealed_at", "signature", "hash"]
+const sealKeys = ["sequence", "previous_hash", "first", "last", "count", "events_digest", "index", "sealed_at", "complete", "signature", "hash"]
 const eventKeys = ["recorded_seq", "event_id", "occurred_at", "organization_id", "api_key_id", "operation_id", "encounter_id", "document_id", "patient_id", "request_id", "caller_request_id"]
 
 const parseSeal = (value: Json): Seal | null => {
   if (!hasKeys(value, sealKeys)) return null
-  const { sequence, previous_hash, first, last, count, events_digest, index, sealed_at, signature, hash } = value
+  const { sequence, previous_hash, first, last, count, events_digest, index, sealed_at, complete, signature, hash } = value
+  if (typeof complete !== "boolean") return null
   if (typeof sequence !== "number" || !Number.isSafeInteger(sequence) || typeof count !== "number" || !Number.isSafeInteger(count)) return null
   if (!isString(previous_hash) || !isString(events_digest) || !isString(index) || !isString(sealed_at) || !isString(signature) || !isString(hash)) return null
   if (!isPosition(first) || !isPosition(last)) return null
@@ -136,6 +138,7 @@ const parseSeal = (value: Json): Seal | null => {
     eventsDigest: events_digest,
     index: new Uint8Array(bytes),
     sealedAt: sealed_at,
+    complete,
     signature,
     hash
   }

@@ -1,7 +1,7 @@
 import { createPrivateKey, createPublicKey, hash, sign, verify } from "node:crypto"
 import { fromHex, type LedgerSigner, type LedgerVerifier } from "@clinical-api/domain"
 
-const sha256 = (data: Uint8Array): Uint8Array => hash("sha256", data, "buffer")
+const sha256 = (data: Uint8Array | string): Uint8Array => hash("sha256", data, "buffer")
 
 /** DER prefixes of an Ed25519 PKCS #8 private key (before its 32-byte seed) and SPKI public key. */
 const PKCS8_ED25519 = Buffer.from("302e020100300506032b657004220420", "hex")

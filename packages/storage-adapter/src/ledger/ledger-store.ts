@@ -68,7 +68,7 @@ const positioned = (row: EventRow): PositionedEvent => ({ position: { xid: row.x
 const sealColumns = (sql: Sql) => sql`
   sequence::text AS sequence, previous_hash, first_xid::text AS first_xid, first_seq::text AS first_seq,
   last_xid::text AS last_xid, last_seq::text AS last_seq, event_count, events_digest, event_index, sealed_at,
-  signature, seal_hash`
+  complete, signature, seal_hash`
 
 interface SealRow {
   readonly sequence: string
@@ -81,6 +81,7 @@ interface SealRow {
   readonly events_digest: string
   readonly event_index: Uint8Array
   readonly sealed_at: Date
+  readonly complete: boolean
   readonly signature: string
   readonly seal_hash: string
 }
@@ -94,6 +95,7 @@ const toSeal = (row: SealRow): Seal => ({
   eventsDigest: row.events_digest,
   index: new Uint8Array(row.event_index),
   sealedAt: row.sealed_at.toISOString(),
+  complete: row.complete,
   signature: row.signature,
   hash: row.seal_hash
 })
@@ -164,18 +166,22 @@ export const sealPending = (
           count: digest.count,
           eventsDigest: digest.eventsDigest,
           index: digest.index,
-          sealedAt: now().toISOString()
+          sealedAt: now().toISOString(),
+          complete: rows.length < MAX_EVENTS_PER_SEAL
         })
-        yield* client.run(
+        const inserted = yield* client.run(
           "ledger.seal.insert",
           (sql) => sql`
             INSERT INTO disclosure_seals (sequence, previous_hash, first_xid, first_seq, last_xid, last_seq,
-              event_count, events_digest, event_index, sealed_at, signature, seal_hash)
+              event_count, events_digest, event_index, sealed_at, complete, signature, seal_hash)
             VALUES (${seal.sequence}, ${seal.previousHash}, ${seal.first.xid}::xid8, ${seal.first.seq}::bigint,
               ${seal.last.xid}::xid8, ${seal.last.seq}::bigint, ${seal.count}, ${seal.eventsDigest},
-              ${Buffer.from(seal.index)}, ${seal.sealedAt}::timestamptz, ${seal.signature}, ${seal.hash})`
+              ${Buffer.from(seal.index)}, ${seal.sealedAt}::timestamptz, ${seal.complete}, ${seal.signature}, ${seal.hash})
+            ON CONFLICT DO NOTHING
+            RETURNING sequence`
         )
-        return seal
+        // Another replica sealed this sequence between this snapshot and the lock: its turn, not ours.
+        return inserted.length === 0 ? null : seal
       })
     ))
 
@@ -278,8 +284,17 @@ export const verifyLedger = (
           }
           if (sealRows.length < SEALS_PER_PAGE) break
         }
-        const tail = yield* takeThrough(null)
-        return result(check, check.unsealed(tail), tail.length)
+        // The events after the newest seal, page by page (a backlog is not held in memory).
+        let unsealed = 0
+        for (;;) {
+          const page = buffered
+          buffered = []
+          unsealed += page.length
+          const finding = check.unsealed(page)
+          if (finding !== null) return result(check, finding, unsealed)
+          if (exhausted) return result(check, null, unsealed)
+          yield* fill
+        }
       })
     ))
 

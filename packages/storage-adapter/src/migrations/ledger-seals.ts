@@ -22,6 +22,8 @@ CREATE TABLE disclosure_seals (
   -- Per event in chain order: recorded_seq (8 bytes) and the first 16 bytes of its SHA-256.
   event_index    bytea NOT NULL,
   sealed_at      timestamptz NOT NULL,
+  -- It took every event sealable at its snapshot (not the first part of a backlog).
+  complete       boolean NOT NULL,
   signature      text NOT NULL,
   seal_hash      text NOT NULL UNIQUE
 );

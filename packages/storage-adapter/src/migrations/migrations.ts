@@ -1,3 +1,5 @@
+import { ledgerSealsMigration } from "./ledger-seals.js"
+
 /**
  * The schema, as an ordered list of migrations. A migration, once released, never changes:
  * its checksum is recorded when it is applied and start-up refuses a database whose applied
@@ -415,5 +417,6 @@ export const migrations: ReadonlyArray<Migration> = [
   { version: 5, name: "encounter_daily_counts_key_with_count", sql: dailyCountsKeyWithCount },
   { version: 6, name: "transcript_turns_json", sql: transcriptTurnsJson },
   { version: 7, name: "transcript_turns_servable", sql: transcriptTurnsServable },
-  { version: 8, name: "disclosure_caller_request_id", sql: disclosureCallerRequestId }
+  { version: 8, name: "disclosure_caller_request_id", sql: disclosureCallerRequestId },
+  ledgerSealsMigration
 ]
