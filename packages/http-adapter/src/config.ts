@@ -13,6 +13,8 @@ import { Config, Effect, Option, Redacted, Schema, SchemaIssue } from "effect"
 export interface ServiceConfig {
   readonly port: number
   readonly host: string
+  /** The URL partners reach the service at (behind a proxy), named as the server of the OpenAPI document. */
+  readonly publicBaseUrl: Option.Option<string>
   readonly databaseUrl: Option.Option<Redacted.Redacted<string>>
   readonly fixtureFile: Option.Option<string>
   readonly environment: PublicApiEnvironment
@@ -52,9 +54,25 @@ const integerInRange = (name: string, fallback: number, min: number, max: number
     })
   )
 
+/** An absolute http(s) URL without credentials, query or fragment, written without a trailing slash. */
+const publicBaseUrl = Config.option(Config.String("PUBLIC_BASE_URL")).pipe(
+  Config.mapEffect((value) => {
+    if (Option.isNone(value) || value.value.trim() === "") return Effect.succeed(Option.none<string>())
+    const text = value.value.trim()
+    const url = URL.canParse(text) ? new URL(text) : undefined
+    return url !== undefined && (url.protocol === "http:" || url.protocol === "https:") && url.username === "" &&
+        url.password === "" && url.search === "" && url.hash === "" && !text.includes("?") && !text.includes("#")
+      ? Effect.succeed(Option.some(`${url.origin}${url.pathname.replace(/\/+$/, "")}`))
+      : Effect.fail(invalidConfiguration(
+        `PUBLIC_BASE_URL must be an absolute http or https URL without credentials, query or fragment, got ${JSON.stringify(text)}`
+      ))
+  })
+)
+
 export const serviceConfig: Config.Config<ServiceConfig> = Config.all({
   port: integerInRange("PORT", 8080, 0, 65535),
   host: Config.String("HOST").pipe(Config.withDefault("127.0.0.1")),
+  publicBaseUrl,
   databaseUrl: Config.option(Config.Redacted("DATABASE_URL")),
   fixtureFile: Config.option(Config.String("FIXTURE_FILE")),
   environment: Config.Literals(["sandbox", "production"], "PUBLIC_API_ENVIRONMENT").pipe(

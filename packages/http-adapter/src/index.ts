@@ -10,6 +10,6 @@ export {
   REQUEST_DEADLINE,
   routerConfig
 } from "./server/exchange.js"
-export { type HttpServerOptions, makeHttpServerLayer, MAX_HEADER_BYTES, RoutesLive } from "./server/http-server.js"
+export { baseUrlOf, type HttpServerOptions, makeHttpServerLayer, makeRoutes, MAX_HEADER_BYTES } from "./server/http-server.js"
 export * from "./server/request-log.js"
 export * from "./service.js"

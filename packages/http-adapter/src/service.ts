@@ -25,9 +25,8 @@ import {
 } from "@clinical-api/storage-adapter"
 import { Console, Context, Deferred, Effect, Layer, Option, Redacted } from "effect"
 import { HttpServer } from "effect/http"
-import { NetAddress } from "effect/net"
 import { type ServiceConfig, serviceConfig } from "./config.js"
-import { makeHttpServerLayer } from "./server/http-server.js"
+import { baseUrlOf, makeHttpServerLayer } from "./server/http-server.js"
 import { type RequestLogSink, RequestLogSinkStdout } from "./server/request-log.js"
 
 /** What the start-up banner shows a newcomer: where the service is and one key to try it with. */
@@ -52,13 +51,6 @@ export type DomainPorts =
 
 const usesEmbeddedDatabase = (config: ServiceConfig) =>
   Option.isNone(config.databaseUrl) || Redacted.value(config.databaseUrl.value).trim() === ""
-
-/** The URL a client on this machine reaches the server at (a wildcard bind is reached on loopback). */
-const baseUrlOf = (address: NetAddress.SocketAddress): string => {
-  if (address._tag === "UnixPathAddress") return `unix:${address.path}`
-  const host = NetAddress.isUnspecified(address.address) ? "127.0.0.1" : NetAddress.formatIp(address.address)
-  return `http://${NetAddress.formatUrlHostString(host)}:${address.port}`
-}
 
 /** The first active, organization-scoped key of a fixture with every scope: the banner's sandbox key. */
 const sampleTokenOf = (fixtureText: string): Option.Option<string> => {
@@ -154,7 +146,7 @@ export const makeService = (overrides: ServiceOverrides = {}): Layer.Layer<Start
           Layer.provide(AccessCacheLayer({ timeToLive: `${config.accessCacheSeconds} seconds`, capacity: 10_000 }))
         )
       ).pipe(Layer.provide(Layer.succeed(PublicApiConfig, overrides.settings?.(settings) ?? settings)))
-      const http = makeHttpServerLayer({ port: config.port, host: config.host }).pipe(
+      const http = makeHttpServerLayer({ port: config.port, host: config.host, publicBaseUrl: config.publicBaseUrl }).pipe(
         Layer.provide(overrides.requestLog ?? RequestLogSinkStdout),
         Layer.provide(domain)
       )

@@ -1,15 +1,29 @@
-import { categoryOf, listQueryLimits, type OperationId, operationIds } from "@clinical-api/domain"
+import { execFile } from "node:child_process"
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import { createRequire } from "node:module"
+import { tmpdir } from "node:os"
+import { dirname, join } from "node:path"
+import { promisify } from "node:util"
+import { categoryOf, listQueryLimits, MemoryStoreLayer, type OperationId, operationIds } from "@clinical-api/domain"
+import { sandboxFixturePath } from "@clinical-api/storage-adapter"
+import { ConfigProvider, Effect, Option, Redacted } from "effect"
 import { OpenApi } from "effect/http-api"
 import { Validator } from "@seriousme/openapi-schema-validator"
+import { Ajv2020 } from "ajv/dist/2020.js"
+import addFormatsModule from "ajv-formats"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { operationRefusals, PublicHttpApi } from "../src/index.js"
+import { serviceConfig } from "../src/config.js"
+import { operationRefusals, publishedAt, PublicHttpApi } from "../src/index.js"
 import { contractFixture } from "./support/contract-fixture.js"
-import type { StartedServer } from "./support/harness.js"
+import { dataSetFromFixture, type FixtureDocument } from "./support/fixture-data-set.js"
+import { type StartedServer, startService } from "./support/harness.js"
 import { startMemoryServer } from "./support/memory-harness.js"
 import { send } from "./contract/http.js"
 
 type Json = { readonly [key: string]: unknown }
-const document = OpenApi.fromApi(PublicHttpApi) as unknown as Json
+/** What `pnpm start` serves with the default configuration: no PUBLIC_BASE_URL, listening on 127.0.0.1:8080. */
+const DEFAULT_SERVER_URL = "http://127.0.0.1:8080"
+const document = OpenApi.fromApi(publishedAt(DEFAULT_SERVER_URL)) as unknown as Json
 const at = (value: unknown, ...path: ReadonlyArray<string>): unknown =>
   path.reduce<unknown>((node, key) => (typeof node === "object" && node !== null ? (node as Json)[key] : undefined), value)
 
@@ -42,10 +56,11 @@ describe("OpenAPI document", () => {
     expect(validator.version).toBe("3.1")
   })
 
-  it("is what GET /openapi.json serves, without a key", async () => {
+  it("is what GET /openapi.json serves, without a key, the listening address as its server", async () => {
     const response = await send(server.baseUrl, "/openapi.json")
     expect(response.status).toBe(200)
-    expect(response.body).toEqual(document)
+    expect(response.body).toEqual(OpenApi.fromApi(publishedAt(server.baseUrl)))
+    expect(at(response.body, "servers")).toEqual([{ url: server.baseUrl, description: "This service" }])
   })
 
   it("has the five GET operations with the operationIds of docs/behaviour.md on the contract's paths", () => {
@@ -223,6 +238,207 @@ describe("OpenAPI document", () => {
     const description = String(at(document, "info", "description"))
     for (const phrase of ["route_not_found", "method_not_allowed", "Allow: GET", "Cache-Control: no-store", "X-Request-Id", "canonical decimal", "digest_key_unavailable", "never answers 500", "additionalProperties: false"]) {
       expect(description).toContain(phrase)
+    }
+  })
+})
+
+// ajv-formats is CommonJS: its default export is the plugin function.
+const addFormats = addFormatsModule as unknown as (ajv: Ajv2020) => Ajv2020
+
+/** The errors of `value` against `schema`, a schema of `doc` (its `#/components/...` references resolved). */
+const schemaChecker = (doc: Json) => {
+  const ajv = addFormats(new Ajv2020({ strict: false, allErrors: true }))
+  const components = at(doc, "components")
+  return (schema: unknown, value: unknown) => {
+    const validate = ajv.compile({ ...(schema as Json), components })
+    return validate(value) ? [] : validate.errors ?? []
+  }
+}
+
+const refusalSchemas = (doc: Json) =>
+  [...operationsOf(doc)].flatMap(([operationId, { operation }]) =>
+    Object.entries(operation.responses as Json)
+      .filter(([status]) => Number(status) >= 400)
+      .map(([status, response]) => ({ label: `${operationId} ${status}`, schema: at(response, "content", "application/json", "schema") as Json }))
+  )
+
+/** Every `$ref` target under `node`. */
+const referencesIn = (node: unknown): ReadonlyArray<string> => {
+  if (Array.isArray(node)) return node.flatMap(referencesIn)
+  if (typeof node !== "object" || node === null) return []
+  const own = typeof (node as Json).$ref === "string" ? [String((node as Json).$ref)] : []
+  return [...own, ...Object.values(node).flatMap(referencesIn)]
+}
+
+const requireHere = createRequire(import.meta.url)
+/** The script of a package's command, run with this Node (no PATH, no npx, no network). */
+const commandOf = (pkg: string, command: string): string => {
+  const manifest = requireHere.resolve(`${pkg}/package.json`)
+  const { bin } = JSON.parse(readFileSync(manifest, "utf8")) as { readonly bin: Readonly<Record<string, string>> }
+  return join(dirname(manifest), bin[command] ?? "")
+}
+const run = async (args: ReadonlyArray<string>): Promise<string> => {
+  const env = { ...process.env, REDOCLY_TELEMETRY: "off", REDOCLY_SUPPRESS_UPDATE_NOTICE: "true", NO_COLOR: "1" }
+  try {
+    return (await promisify(execFile)(process.execPath, args, { env, maxBuffer: 64 * 1024 * 1024 })).stdout
+  } catch (failure) {
+    // Both linters exit 1 when they report an error; their JSON report is on stdout all the same.
+    const stdout = (failure as { readonly stdout?: string }).stdout
+    if (typeof stdout === "string" && stdout.trim() !== "") return stdout
+    throw failure
+  }
+}
+
+describe("OpenAPI document for tools", () => {
+  const schemas = at(document, "components", "schemas") as Json
+  const errorsOf = schemaChecker(document)
+
+  it("gives every named schema an example that it accepts", () => {
+    for (const [name, schema] of Object.entries(schemas)) {
+      const examples = at(schema, "examples")
+      expect(Array.isArray(examples) && examples.length > 0, `${name} has examples`).toBe(true)
+      for (const example of examples as ReadonlyArray<unknown>) expect(errorsOf(schema, example), name).toEqual([])
+    }
+  })
+
+  it("gives every parameter, of the operations and of the webhook, an example its schema accepts", () => {
+    const parameters = [
+      ...[...operationsOf(document).values()].flatMap(({ operation }) => operation.parameters as ReadonlyArray<Json>),
+      ...(at(document, "webhooks", "recording.transcript_ready", "post", "parameters") as ReadonlyArray<Json>)
+    ]
+    // 5 list query keys, 1 + 3 * 2 path ids, 5 webhook headers.
+    expect(parameters).toHaveLength(17)
+    for (const parameter of parameters) {
+      const label = `${String(parameter.in)} ${String(parameter.name)}`
+      expect(parameter.example, label).toBeDefined()
+      expect(parameter.example, label).not.toBe("")
+      expect(errorsOf(parameter.schema, parameter.example), label).toEqual([])
+    }
+  })
+
+  it("gives every refusal an example of each reason code it documents, as a PublicApiErrorResponse", () => {
+    for (const { label, schema } of refusalSchemas(document)) {
+      const examples = schema.examples as ReadonlyArray<Json>
+      expect(examples.map((example) => example.reason_code), label).toEqual(at(schema, "properties", "reason_code", "enum"))
+      for (const example of examples) expect(errorsOf(schema, example), label).toEqual([])
+      expect(schema.allOf, label).toEqual([{ $ref: "#/components/schemas/PublicApiErrorResponse" }])
+    }
+  })
+
+  it("has no stray component: each one is reached from an operation or the webhook", () => {
+    const reached = new Set<string>()
+    const pending = [...referencesIn(at(document, "paths")), ...referencesIn(at(document, "webhooks"))]
+    for (let ref = pending.pop(); ref !== undefined; ref = pending.pop()) {
+      const name = ref.replace("#/components/schemas/", "")
+      if (reached.has(name)) continue
+      reached.add(name)
+      pending.push(...referencesIn(schemas[name]))
+    }
+    expect([...reached].sort()).toEqual(Object.keys(schemas).sort())
+  })
+
+  it("names PUBLIC_BASE_URL as its one server when it is set", async () => {
+    const digestKey = "openapi-test-digest-key-of-at-least-32-characters"
+    const service = await startService(
+      { PUBLIC_BASE_URL: "https://encounters.clinic.test/gateway/", API_KEY_DIGEST_KEY: digestKey },
+      { overrides: { storage: MemoryStoreLayer(dataSetFromFixture(contractFixture, Redacted.make(digestKey))) } }
+    )
+    try {
+      const response = await send(service.baseUrl, "/openapi.json")
+      expect(at(response.body, "servers")).toEqual([{ url: "https://encounters.clinic.test/gateway", description: "This service" }])
+    } finally {
+      await service.close()
+    }
+  })
+
+  it("refuses a PUBLIC_BASE_URL that is not an absolute http(s) URL, naming the variable", async () => {
+    const parse = (url: string) => Effect.runPromise(serviceConfig.parse(ConfigProvider.fromEnv({ env: { PUBLIC_BASE_URL: url } })))
+    for (const url of ["encounters.clinic.test", "ftp://encounters.clinic.test", "https://encounters.clinic.test/?a=1", "https://user:secret@encounters.clinic.test"]) {
+      await expect(parse(url), url).rejects.toThrow(/PUBLIC_BASE_URL/)
+    }
+    expect(Option.getOrNull((await parse("http://127.0.0.1:8080/")).publicBaseUrl)).toBe("http://127.0.0.1:8080")
+  })
+
+  describe("linted offline by the pinned @redocly/cli and @stoplight/spectral-cli", () => {
+    let directory: string
+    let file: string
+    beforeAll(() => {
+      directory = mkdtempSync(join(tmpdir(), "openapi-lint-"))
+      file = join(directory, "openapi.json")
+      writeFileSync(file, JSON.stringify(document, null, 2))
+    })
+    afterAll(() => rmSync(directory, { recursive: true, force: true }))
+
+    it("Redocly's recommended rules report no error", async () => {
+      const config = new URL("./support/redocly.yaml", import.meta.url).pathname
+      const report = JSON.parse(await run([commandOf("@redocly/cli", "redocly"), "lint", "--config", config, "--format", "json", file])) as {
+        readonly totals: { readonly errors: number }
+        readonly problems: ReadonlyArray<{ readonly severity: string; readonly ruleId: string; readonly message: string }>
+      }
+      expect(report.problems.filter((problem) => problem.severity === "error")).toEqual([])
+      expect(report.totals.errors).toBe(0)
+      expect(report.problems.map((problem) => problem.ruleId)).not.toContain("no-unused-components")
+    }, 60_000)
+
+    it("Spectral's oas ruleset reports no error", async () => {
+      const ruleset = new URL("./support/spectral.yaml", import.meta.url).pathname
+      const output = await run([commandOf("@stoplight/spectral-cli", "spectral"), "lint", "--ruleset", ruleset, "--format", "json", file])
+      const diagnostics = JSON.parse(output.slice(output.indexOf("["))) as ReadonlyArray<{ readonly severity: number; readonly code: string; readonly message: string }>
+      // Severity 0 is an error.
+      expect(diagnostics.filter((diagnostic) => diagnostic.severity === 0)).toEqual([])
+      expect(diagnostics.map((diagnostic) => diagnostic.code)).not.toContain("oas3-unused-component")
+    }, 60_000)
+  })
+})
+
+describe("the examples, sent to the sandbox data", () => {
+  const fixture = JSON.parse(readFileSync(sandboxFixturePath, "utf8")) as FixtureDocument
+  const sandboxKey = fixture.api_keys.find((key) => key.label === "riverside full access")?.token ?? ""
+  let sandbox: StartedServer
+  beforeAll(async () => {
+    sandbox = await startMemoryServer(fixture)
+  }, 60_000)
+  afterAll(() => sandbox?.close())
+
+  /** The operation's example request: its path with the example ids, the list's example query. */
+  const exampleTarget = (path: string, operation: Json) => {
+    const parameters = operation.parameters as ReadonlyArray<Json>
+    const filled = path.replace(/\{(\w+)\}/g, (_, name: string) =>
+      encodeURIComponent(String(parameters.find((parameter) => parameter.name === name)?.example)))
+    const query = new URLSearchParams(
+      parameters.filter((parameter) => parameter.in === "query").map((parameter): [string, string] => [String(parameter.name), String(parameter.example)])
+    ).toString()
+    return query === "" ? filled : `${filled}?${query}`
+  }
+  const exampleOf = (operation: Json) => {
+    const ref = String(at(operation, "responses", "200", "content", "application/json", "schema", "$ref"))
+    return (at(document, "components", "schemas", ref.replace("#/components/schemas/", ""), "examples") as ReadonlyArray<unknown>)[0]
+  }
+
+  it("every operation's example request answers 200 with the sandbox key and what its example shows", async () => {
+    const validator = schemaChecker(document)
+    for (const [operationId, { operation, path }] of operationsOf(document)) {
+      const response = await send(sandbox.baseUrl, exampleTarget(path, operation), { headers: { authorization: `Bearer ${sandboxKey}` } })
+      expect(response.status, `${operationId}: ${response.text}`).toBe(200)
+      expect(validator(at(operation, "responses", "200", "content", "application/json", "schema"), response.body), operationId).toEqual([])
+      const example = exampleOf(operation) as Json
+      switch (operationId as OperationId) {
+        case "listPublicEncounters":
+        case "getPublicEncounter":
+        case "getPublicDocument":
+          expect(response.body, operationId).toEqual(example)
+          break
+        case "getPublicDocumentTranscript": {
+          // The example shows the first turns of the transcript.
+          const turns = at(example, "transcript", "turns") as ReadonlyArray<unknown>
+          expect(response.body).toMatchObject({ ...example, transcript: { ...(example.transcript as Json), turns: expect.any(Array) } })
+          expect((at(response.body, "transcript", "turns") as ReadonlyArray<unknown>).slice(0, turns.length)).toEqual(turns)
+          break
+        }
+        case "getPublicDocumentAudio":
+          expect(Object.keys(response.body as Json)).toEqual(Object.keys(example))
+          break
+      }
     }
   })
 })

@@ -157,6 +157,14 @@ export interface webhooks {
 }
 export interface components {
     schemas: {
+        /**
+         * @example {
+         *       "error": "api_key_validation_failed",
+         *       "reason_code": "invalid_query",
+         *       "message": "A query value is invalid.",
+         *       "field": "start_at"
+         *     }
+         */
         readonly PublicApiErrorResponse: {
             /** @enum {string} */
             readonly error: "public_api_bad_request" | "api_key_unauthorized" | "api_key_forbidden" | "public_api_not_found" | "public_api_method_not_allowed" | "api_key_validation_failed" | "public_api_unavailable";
@@ -165,7 +173,20 @@ export interface components {
             readonly message: string;
             readonly field: string | null;
         };
-        /** @description A recording transcript is ready for follow-up fetches through the REST routes. */
+        /**
+         * @description A recording transcript is ready for follow-up fetches through the REST routes.
+         * @example {
+         *       "id": "evt_7c1e0b9a4f2d48c6a35e91d0b2f4c6a8",
+         *       "type": "recording.transcript_ready",
+         *       "api_version": "2026-05-01",
+         *       "occurred_at": "2026-01-22T13:37:03.426Z",
+         *       "organization_id": "org_riverside",
+         *       "resources": {
+         *         "encounter_id": "enc_rv_0010",
+         *         "document_id": "doc_rv_0010_transcript"
+         *       }
+         *     }
+         */
         readonly RecordingTranscriptReadyEvent: {
             /** @description Opaque identifier: nothing may be inferred from its content. */
             readonly id: string;
@@ -178,6 +199,12 @@ export interface components {
             readonly organization_id: string;
             readonly resources: components["schemas"]["RecordingTranscriptReadyResources"];
         };
+        /**
+         * @example {
+         *       "encounter_id": "enc_rv_0010",
+         *       "document_id": "doc_rv_0010_transcript"
+         *     }
+         */
         readonly RecordingTranscriptReadyResources: {
             /** @description Opaque identifier: nothing may be inferred from its content. */
             readonly encounter_id: string;
@@ -187,8 +214,15 @@ export interface components {
         /**
          * Format: date-time
          * @description ISO 8601 date-time
+         * @example 2026-01-22T13:37:03.426Z
          */
         readonly WebhookEventDateTime: string;
+        /**
+         * @example {
+         *       "audio_url": "http://127.0.0.1:8080/media/cmVjXzVkMGM4ZTJhOWI3ZjQxYzNhNmU4ZDJiMGY0YzE5YTdl.1769089265.Q2n7tVb0RfWj1n4Wk5yM8xqKp3sE2dLcHgA9uZoYi6c",
+         *       "expires_at": "2026-01-22T13:41:05.000Z"
+         *     }
+         */
         readonly PublicDocumentAudioResponse: {
             readonly audio_url: string;
             readonly expires_at: components["schemas"]["Timestamp"];
@@ -196,8 +230,33 @@ export interface components {
         /**
          * Format: date-time
          * @description ISO 8601 date-time, written as UTC with milliseconds (2026-05-01T12:00:00.000Z).
+         * @example 2026-01-22T13:31:08.940Z
          */
         readonly Timestamp: string;
+        /**
+         * @example {
+         *       "document_id": "doc_rv_0010_transcript",
+         *       "encounter_id": "enc_rv_0010",
+         *       "transcript": {
+         *         "provider": "scribe-asr-3.2",
+         *         "audio_duration_seconds": 76.49,
+         *         "turns": [
+         *           {
+         *             "speaker": "clinician",
+         *             "text": "Good to see you again. We're following up on your blood pressure today. How have things been?",
+         *             "start": 1.27,
+         *             "end": 7.7
+         *           },
+         *           {
+         *             "speaker": "patient",
+         *             "text": "Pretty good overall. I've been taking the lisinopril every morning.",
+         *             "start": 8.34,
+         *             "end": 12.6
+         *           }
+         *         ]
+         *       }
+         *     }
+         */
         readonly PublicDocumentTranscriptResponse: {
             /** @description Opaque identifier: nothing may be inferred from its content. */
             readonly document_id: string;
@@ -205,20 +264,79 @@ export interface components {
             readonly encounter_id: string;
             readonly transcript: components["schemas"]["PublicFinalTranscript"];
         };
+        /**
+         * @example {
+         *       "provider": "scribe-asr-3.2",
+         *       "audio_duration_seconds": 76.49,
+         *       "turns": [
+         *         {
+         *           "speaker": "clinician",
+         *           "text": "Good to see you again. We're following up on your blood pressure today. How have things been?",
+         *           "start": 1.27,
+         *           "end": 7.7
+         *         },
+         *         {
+         *           "speaker": "patient",
+         *           "text": "Pretty good overall. I've been taking the lisinopril every morning.",
+         *           "start": 8.34,
+         *           "end": 12.6
+         *         }
+         *       ]
+         *     }
+         */
         readonly PublicFinalTranscript: {
             readonly provider: string;
             readonly audio_duration_seconds?: number | null;
             readonly turns: readonly components["schemas"]["PublicTranscriptTurn"][];
         };
+        /**
+         * @example {
+         *       "speaker": "clinician",
+         *       "text": "Good to see you again. We're following up on your blood pressure today. How have things been?",
+         *       "start": 1.27,
+         *       "end": 7.7
+         *     }
+         */
         readonly PublicTranscriptTurn: {
             readonly speaker: string;
             readonly text: string;
             readonly start: number;
             readonly end: number;
         };
+        /**
+         * @example {
+         *       "document": {
+         *         "document_id": "doc_rv_0010_note",
+         *         "encounter_id": "enc_rv_0010",
+         *         "schema_type": "document",
+         *         "content": {
+         *           "format": "markdown",
+         *           "text": "# Progress note: Hypertension follow-up\n\n**Date of service:** 2026-01-22  \n**Clinician:** Priya Patel, MD\n\n## Subjective\n\n39-year-old here for hypertension follow-up on lisinopril 10 mg daily, adherent. Home readings around 135/85. Occasional orthostatic lightheadedness. No chest pain, palpitations or dyspnea. Mild evening ankle swelling. Reduced dietary sodium, walks 20 minutes most days. Reports snoring and daytime fatigue.\n\n## Objective\n\n- Vitals: BP 139/73, HR 82, Temp 98.7 F, RR 12, SpO2 98% on room air\n- Repeat BP after 5 minutes: 136/84\n- Cardiovascular: regular rate and rhythm, no murmurs\n- Lungs: clear bilaterally\n- Extremities: trace bilateral ankle edema\n\n## Assessment\n\n1. Essential hypertension (I10), near goal on current therapy.\n2. Snoring with daytime fatigue, rule out obstructive sleep apnea.\n\n## Plan\n\n- Continue lisinopril 10 mg daily\n- Basic metabolic panel today (potassium, creatinine)\n- Referral for home sleep study\n- Continue home BP log; follow up in 3 months\n"
+         *         },
+         *         "created_at": "2026-01-22T14:43:23.203Z",
+         *         "updated_at": "2026-01-22T21:25:34.275Z",
+         *         "title": "Office visit note: hypertension follow-up",
+         *         "status": null,
+         *         "workflow_variant": null
+         *       }
+         *     }
+         */
         readonly PublicDocumentDetailResponse: {
             readonly document: components["schemas"]["PublicClinicalDocument"] | components["schemas"]["PublicAmbientTranscriptMetadata"];
         };
+        /**
+         * @example {
+         *       "document_id": "doc_rv_0010_transcript",
+         *       "encounter_id": "enc_rv_0010",
+         *       "schema_type": "ambient_transcript",
+         *       "created_at": "2026-01-22T13:32:45.062Z",
+         *       "updated_at": "2026-01-22T13:37:03.426Z",
+         *       "title": "Visit recording",
+         *       "status": "completed",
+         *       "workflow_variant": "ambient",
+         *       "audio_duration_seconds": 76.49
+         *     }
+         */
         readonly PublicAmbientTranscriptMetadata: {
             /** @description Opaque identifier: nothing may be inferred from its content. */
             readonly document_id: string;
@@ -236,6 +354,22 @@ export interface components {
             readonly workflow_variant?: ("ambient" | "phone_call") | null;
             readonly audio_duration_seconds?: number | null;
         };
+        /**
+         * @example {
+         *       "document_id": "doc_rv_0010_note",
+         *       "encounter_id": "enc_rv_0010",
+         *       "schema_type": "document",
+         *       "content": {
+         *         "format": "markdown",
+         *         "text": "# Progress note: Hypertension follow-up\n\n**Date of service:** 2026-01-22  \n**Clinician:** Priya Patel, MD\n\n## Subjective\n\n39-year-old here for hypertension follow-up on lisinopril 10 mg daily, adherent. Home readings around 135/85. Occasional orthostatic lightheadedness. No chest pain, palpitations or dyspnea. Mild evening ankle swelling. Reduced dietary sodium, walks 20 minutes most days. Reports snoring and daytime fatigue.\n\n## Objective\n\n- Vitals: BP 139/73, HR 82, Temp 98.7 F, RR 12, SpO2 98% on room air\n- Repeat BP after 5 minutes: 136/84\n- Cardiovascular: regular rate and rhythm, no murmurs\n- Lungs: clear bilaterally\n- Extremities: trace bilateral ankle edema\n\n## Assessment\n\n1. Essential hypertension (I10), near goal on current therapy.\n2. Snoring with daytime fatigue, rule out obstructive sleep apnea.\n\n## Plan\n\n- Continue lisinopril 10 mg daily\n- Basic metabolic panel today (potassium, creatinine)\n- Referral for home sleep study\n- Continue home BP log; follow up in 3 months\n"
+         *       },
+         *       "created_at": "2026-01-22T14:43:23.203Z",
+         *       "updated_at": "2026-01-22T21:25:34.275Z",
+         *       "title": "Office visit note: hypertension follow-up",
+         *       "status": null,
+         *       "workflow_variant": null
+         *     }
+         */
         readonly PublicClinicalDocument: {
             /** @description Opaque identifier: nothing may be inferred from its content. */
             readonly document_id: string;
@@ -253,14 +387,108 @@ export interface components {
             readonly status?: null;
             readonly workflow_variant?: null;
         };
+        /**
+         * @example {
+         *       "format": "markdown",
+         *       "text": "# Progress note: Hypertension follow-up\n\n**Date of service:** 2026-01-22  \n**Clinician:** Priya Patel, MD\n\n## Subjective\n\n39-year-old here for hypertension follow-up on lisinopril 10 mg daily, adherent. Home readings around 135/85. Occasional orthostatic lightheadedness. No chest pain, palpitations or dyspnea. Mild evening ankle swelling. Reduced dietary sodium, walks 20 minutes most days. Reports snoring and daytime fatigue.\n\n## Objective\n\n- Vitals: BP 139/73, HR 82, Temp 98.7 F, RR 12, SpO2 98% on room air\n- Repeat BP after 5 minutes: 136/84\n- Cardiovascular: regular rate and rhythm, no murmurs\n- Lungs: clear bilaterally\n- Extremities: trace bilateral ankle edema\n\n## Assessment\n\n1. Essential hypertension (I10), near goal on current therapy.\n2. Snoring with daytime fatigue, rule out obstructive sleep apnea.\n\n## Plan\n\n- Continue lisinopril 10 mg daily\n- Basic metabolic panel today (potassium, creatinine)\n- Referral for home sleep study\n- Continue home BP log; follow up in 3 months\n"
+         *     }
+         */
         readonly PublicDocumentContent: {
             /** @enum {string} */
             readonly format?: "markdown";
             readonly text?: string | null;
         };
+        /**
+         * @example {
+         *       "encounter": {
+         *         "encounter_id": "enc_rv_0010",
+         *         "organization_id": "org_riverside",
+         *         "created_at": "2026-01-22T13:31:08.940Z",
+         *         "updated_at": "2026-01-24T12:45:17.374Z",
+         *         "date_of_service": "2026-01-22T13:15:00.000Z",
+         *         "encounter_type": "ambient",
+         *         "status": "signed",
+         *         "patient": {
+         *           "patient_id": "pat_rv_008",
+         *           "first_name": "Rajesh",
+         *           "last_name": "Gupta",
+         *           "date_of_birth": "1986-07-26"
+         *         },
+         *         "documents": [
+         *           {
+         *             "document_id": "doc_rv_0010_transcript",
+         *             "schema_type": "ambient_transcript",
+         *             "title": "Visit recording",
+         *             "status": "completed",
+         *             "workflow_variant": "ambient",
+         *             "audio_duration_seconds": 76.49
+         *           },
+         *           {
+         *             "document_id": "doc_rv_0010_note",
+         *             "schema_type": "document",
+         *             "title": "Office visit note: hypertension follow-up",
+         *             "status": null,
+         *             "workflow_variant": null,
+         *             "audio_duration_seconds": null
+         *           },
+         *           {
+         *             "document_id": "doc_rv_0010_billing",
+         *             "schema_type": "billing",
+         *             "title": "Charge capture (CPT 99214)",
+         *             "status": "submitted",
+         *             "workflow_variant": null,
+         *             "audio_duration_seconds": null
+         *           }
+         *         ]
+         *       }
+         *     }
+         */
         readonly PublicEncounterDetailResponse: {
             readonly encounter: components["schemas"]["PublicEncounterSummary"];
         };
+        /**
+         * @example {
+         *       "encounter_id": "enc_rv_0010",
+         *       "organization_id": "org_riverside",
+         *       "created_at": "2026-01-22T13:31:08.940Z",
+         *       "updated_at": "2026-01-24T12:45:17.374Z",
+         *       "date_of_service": "2026-01-22T13:15:00.000Z",
+         *       "encounter_type": "ambient",
+         *       "status": "signed",
+         *       "patient": {
+         *         "patient_id": "pat_rv_008",
+         *         "first_name": "Rajesh",
+         *         "last_name": "Gupta",
+         *         "date_of_birth": "1986-07-26"
+         *       },
+         *       "documents": [
+         *         {
+         *           "document_id": "doc_rv_0010_transcript",
+         *           "schema_type": "ambient_transcript",
+         *           "title": "Visit recording",
+         *           "status": "completed",
+         *           "workflow_variant": "ambient",
+         *           "audio_duration_seconds": 76.49
+         *         },
+         *         {
+         *           "document_id": "doc_rv_0010_note",
+         *           "schema_type": "document",
+         *           "title": "Office visit note: hypertension follow-up",
+         *           "status": null,
+         *           "workflow_variant": null,
+         *           "audio_duration_seconds": null
+         *         },
+         *         {
+         *           "document_id": "doc_rv_0010_billing",
+         *           "schema_type": "billing",
+         *           "title": "Charge capture (CPT 99214)",
+         *           "status": "submitted",
+         *           "workflow_variant": null,
+         *           "audio_duration_seconds": null
+         *         }
+         *       ]
+         *     }
+         */
         readonly PublicEncounterSummary: {
             /** @description Opaque identifier: nothing may be inferred from its content. */
             readonly encounter_id: string;
@@ -274,6 +502,16 @@ export interface components {
             readonly patient?: components["schemas"]["PublicPatientSummary"] | null;
             readonly documents?: readonly components["schemas"]["PublicEncounterDocumentSummary"][];
         };
+        /**
+         * @example {
+         *       "document_id": "doc_rv_0010_transcript",
+         *       "schema_type": "ambient_transcript",
+         *       "title": "Visit recording",
+         *       "status": "completed",
+         *       "workflow_variant": "ambient",
+         *       "audio_duration_seconds": 76.49
+         *     }
+         */
         readonly PublicEncounterDocumentSummary: {
             /** @description Opaque identifier: nothing may be inferred from its content. */
             readonly document_id: string;
@@ -284,6 +522,14 @@ export interface components {
             readonly workflow_variant?: ("ambient" | "phone_call") | null;
             readonly audio_duration_seconds?: number | null;
         };
+        /**
+         * @example {
+         *       "patient_id": "pat_rv_008",
+         *       "first_name": "Rajesh",
+         *       "last_name": "Gupta",
+         *       "date_of_birth": "1986-07-26"
+         *     }
+         */
         readonly PublicPatientSummary: {
             /** @description Opaque identifier: nothing may be inferred from its content. */
             readonly patient_id: string;
@@ -291,8 +537,61 @@ export interface components {
             readonly last_name?: string | null;
             readonly date_of_birth?: components["schemas"]["CalendarDate"] | null;
         };
-        /** Format: date */
+        /**
+         * Format: date
+         * @example 1986-07-26
+         */
         readonly CalendarDate: string;
+        /**
+         * @example {
+         *       "items": [
+         *         {
+         *           "encounter_id": "enc_rv_0010",
+         *           "organization_id": "org_riverside",
+         *           "created_at": "2026-01-22T13:31:08.940Z",
+         *           "updated_at": "2026-01-24T12:45:17.374Z",
+         *           "date_of_service": "2026-01-22T13:15:00.000Z",
+         *           "encounter_type": "ambient",
+         *           "status": "signed",
+         *           "patient": {
+         *             "patient_id": "pat_rv_008",
+         *             "first_name": "Rajesh",
+         *             "last_name": "Gupta",
+         *             "date_of_birth": "1986-07-26"
+         *           },
+         *           "documents": [
+         *             {
+         *               "document_id": "doc_rv_0010_transcript",
+         *               "schema_type": "ambient_transcript",
+         *               "title": "Visit recording",
+         *               "status": "completed",
+         *               "workflow_variant": "ambient",
+         *               "audio_duration_seconds": 76.49
+         *             },
+         *             {
+         *               "document_id": "doc_rv_0010_note",
+         *               "schema_type": "document",
+         *               "title": "Office visit note: hypertension follow-up",
+         *               "status": null,
+         *               "workflow_variant": null,
+         *               "audio_duration_seconds": null
+         *             },
+         *             {
+         *               "document_id": "doc_rv_0010_billing",
+         *               "schema_type": "billing",
+         *               "title": "Charge capture (CPT 99214)",
+         *               "status": "submitted",
+         *               "workflow_variant": null,
+         *               "audio_duration_seconds": null
+         *             }
+         *           ]
+         *         }
+         *       ],
+         *       "limit": 10,
+         *       "offset": 0,
+         *       "total": 1
+         *     }
+         */
         readonly PublicEncounterListResponse: {
             readonly items: readonly components["schemas"]["PublicEncounterSummary"][];
             readonly limit: number;
@@ -311,15 +610,30 @@ export interface operations {
     readonly listPublicEncounters: {
         readonly parameters: {
             readonly query?: {
-                /** @description Page size, 1..100, canonical decimal text. Invalid: 422 `invalid_limit`. */
+                /**
+                 * @description Page size, 1..100, canonical decimal text. Invalid: 422 `invalid_limit`.
+                 * @example 10
+                 */
                 readonly limit?: number;
-                /** @description Zero-based offset, 0..10000, canonical decimal text. Invalid: 422 `invalid_offset`. */
+                /**
+                 * @description Zero-based offset, 0..10000, canonical decimal text. Invalid: 422 `invalid_offset`.
+                 * @example 0
+                 */
                 readonly offset?: number;
-                /** @description Direction of `created_at` (ties by `encounter_id`). Invalid: 422 `invalid_sort`. */
+                /**
+                 * @description Direction of `created_at` (ties by `encounter_id`). Invalid: 422 `invalid_sort`.
+                 * @example asc
+                 */
                 readonly sort_order?: "asc" | "desc";
-                /** @description Inclusive lower bound on `created_at`: RFC 3339 date-time with an explicit offset. Invalid: 422 `invalid_query` (field `start_at`); also when not earlier than `end_at`. */
+                /**
+                 * @description Inclusive lower bound on `created_at`: RFC 3339 date-time with an explicit offset. Invalid: 422 `invalid_query` (field `start_at`); also when not earlier than `end_at`.
+                 * @example 2026-01-22T00:00:00.000Z
+                 */
                 readonly start_at?: string;
-                /** @description Exclusive upper bound on `created_at`: RFC 3339 date-time with an explicit offset. Invalid: 422 `invalid_query` (field `end_at`). */
+                /**
+                 * @description Exclusive upper bound on `created_at`: RFC 3339 date-time with an explicit offset. Invalid: 422 `invalid_query` (field `end_at`).
+                 * @example 2026-01-23T00:00:00.000Z
+                 */
                 readonly end_at?: string;
             };
             readonly header?: never;
@@ -350,7 +664,7 @@ export interface operations {
                         readonly reason_code: "unsupported_filter";
                         readonly message: string;
                         readonly field: string | null;
-                    };
+                    } & WithRequired<components["schemas"]["PublicApiErrorResponse"], "error" | "reason_code" | "message" | "field">;
                 };
             };
             /** @description Unauthorized: a PublicApiErrorResponse whose reason_code is one of missing_bearer, api_keys_disabled, test_prefix_not_allowed, malformed_token, invalid_key, disabled_key, revoked_key, expired_key. */
@@ -366,7 +680,7 @@ export interface operations {
                         readonly reason_code: "missing_bearer" | "api_keys_disabled" | "test_prefix_not_allowed" | "malformed_token" | "invalid_key" | "disabled_key" | "revoked_key" | "expired_key";
                         readonly message: string;
                         readonly field: string | null;
-                    };
+                    } & WithRequired<components["schemas"]["PublicApiErrorResponse"], "error" | "reason_code" | "message" | "field">;
                 };
             };
             /** @description Forbidden: a PublicApiErrorResponse whose reason_code is one of org_scope_only_required, route_not_allowed, organization_not_allowlisted, missing_scope. */
@@ -382,7 +696,7 @@ export interface operations {
                         readonly reason_code: "org_scope_only_required" | "route_not_allowed" | "organization_not_allowlisted" | "missing_scope";
                         readonly message: string;
                         readonly field: string | null;
-                    };
+                    } & WithRequired<components["schemas"]["PublicApiErrorResponse"], "error" | "reason_code" | "message" | "field">;
                 };
             };
             /** @description Invalid query value: a PublicApiErrorResponse whose reason_code is one of invalid_query, invalid_limit, invalid_offset, invalid_sort. */
@@ -398,7 +712,7 @@ export interface operations {
                         readonly reason_code: "invalid_query" | "invalid_limit" | "invalid_offset" | "invalid_sort";
                         readonly message: string;
                         readonly field: string | null;
-                    };
+                    } & WithRequired<components["schemas"]["PublicApiErrorResponse"], "error" | "reason_code" | "message" | "field">;
                 };
             };
             /** @description Service unavailable: a PublicApiErrorResponse whose reason_code is one of digest_key_unavailable. */
@@ -414,7 +728,7 @@ export interface operations {
                         readonly reason_code: "digest_key_unavailable";
                         readonly message: string;
                         readonly field: string | null;
-                    };
+                    } & WithRequired<components["schemas"]["PublicApiErrorResponse"], "error" | "reason_code" | "message" | "field">;
                 };
             };
         };
@@ -424,7 +738,10 @@ export interface operations {
             readonly query?: never;
             readonly header?: never;
             readonly path: {
-                /** @description Opaque encounter id, percent-encoded as one path segment. */
+                /**
+                 * @description Opaque encounter id, percent-encoded as one path segment.
+                 * @example enc_rv_0010
+                 */
                 readonly encounter_id: string;
             };
             readonly cookie?: never;
@@ -453,7 +770,7 @@ export interface operations {
                         readonly reason_code: "unsupported_filter";
                         readonly message: string;
                         readonly field: string | null;
-                    };
+                    } & WithRequired<components["schemas"]["PublicApiErrorResponse"], "error" | "reason_code" | "message" | "field">;
                 };
             };
             /** @description Unauthorized: a PublicApiErrorResponse whose reason_code is one of missing_bearer, api_keys_disabled, test_prefix_not_allowed, malformed_token, invalid_key, disabled_key, revoked_key, expired_key. */
@@ -469,7 +786,7 @@ export interface operations {
                         readonly reason_code: "missing_bearer" | "api_keys_disabled" | "test_prefix_not_allowed" | "malformed_token" | "invalid_key" | "disabled_key" | "revoked_key" | "expired_key";
                         readonly message: string;
                         readonly field: string | null;
-                    };
+                    } & WithRequired<components["schemas"]["PublicApiErrorResponse"], "error" | "reason_code" | "message" | "field">;
                 };
             };
             /** @description Forbidden: a PublicApiErrorResponse whose reason_code is one of org_scope_only_required, route_not_allowed, organization_not_allowlisted, missing_scope, cross_organization_denied, demo_training_denied. */
@@ -485,7 +802,7 @@ export interface operations {
                         readonly reason_code: "org_scope_only_required" | "route_not_allowed" | "organization_not_allowlisted" | "missing_scope" | "cross_organization_denied" | "demo_training_denied";
                         readonly message: string;
                         readonly field: string | null;
-                    };
+                    } & WithRequired<components["schemas"]["PublicApiErrorResponse"], "error" | "reason_code" | "message" | "field">;
                 };
             };
             /** @description Not found: a PublicApiErrorResponse whose reason_code is one of encounter_not_found. */
@@ -501,7 +818,7 @@ export interface operations {
                         readonly reason_code: "encounter_not_found";
                         readonly message: string;
                         readonly field: string | null;
-                    };
+                    } & WithRequired<components["schemas"]["PublicApiErrorResponse"], "error" | "reason_code" | "message" | "field">;
                 };
             };
             /** @description Service unavailable: a PublicApiErrorResponse whose reason_code is one of digest_key_unavailable. */
@@ -517,7 +834,7 @@ export interface operations {
                         readonly reason_code: "digest_key_unavailable";
                         readonly message: string;
                         readonly field: string | null;
-                    };
+                    } & WithRequired<components["schemas"]["PublicApiErrorResponse"], "error" | "reason_code" | "message" | "field">;
                 };
             };
         };
@@ -527,9 +844,15 @@ export interface operations {
             readonly query?: never;
             readonly header?: never;
             readonly path: {
-                /** @description Opaque encounter id, percent-encoded as one path segment. */
+                /**
+                 * @description Opaque encounter id, percent-encoded as one path segment.
+                 * @example enc_rv_0010
+                 */
                 readonly encounter_id: string;
-                /** @description Opaque document id, percent-encoded as one path segment. */
+                /**
+                 * @description Opaque document id, percent-encoded as one path segment.
+                 * @example doc_rv_0010_note
+                 */
                 readonly document_id: string;
             };
             readonly cookie?: never;
@@ -558,7 +881,7 @@ export interface operations {
                         readonly reason_code: "unsupported_filter" | "unsupported_document_type";
                         readonly message: string;
                         readonly field: string | null;
-                    };
+                    } & WithRequired<components["schemas"]["PublicApiErrorResponse"], "error" | "reason_code" | "message" | "field">;
                 };
             };
             /** @description Unauthorized: a PublicApiErrorResponse whose reason_code is one of missing_bearer, api_keys_disabled, test_prefix_not_allowed, malformed_token, invalid_key, disabled_key, revoked_key, expired_key. */
@@ -574,7 +897,7 @@ export interface operations {
                         readonly reason_code: "missing_bearer" | "api_keys_disabled" | "test_prefix_not_allowed" | "malformed_token" | "invalid_key" | "disabled_key" | "revoked_key" | "expired_key";
                         readonly message: string;
                         readonly field: string | null;
-                    };
+                    } & WithRequired<components["schemas"]["PublicApiErrorResponse"], "error" | "reason_code" | "message" | "field">;
                 };
             };
             /** @description Forbidden: a PublicApiErrorResponse whose reason_code is one of org_scope_only_required, route_not_allowed, organization_not_allowlisted, missing_scope, cross_organization_denied, demo_training_denied. */
@@ -590,7 +913,7 @@ export interface operations {
                         readonly reason_code: "org_scope_only_required" | "route_not_allowed" | "organization_not_allowlisted" | "missing_scope" | "cross_organization_denied" | "demo_training_denied";
                         readonly message: string;
                         readonly field: string | null;
-                    };
+                    } & WithRequired<components["schemas"]["PublicApiErrorResponse"], "error" | "reason_code" | "message" | "field">;
                 };
             };
             /** @description Not found: a PublicApiErrorResponse whose reason_code is one of encounter_not_found, document_not_found. */
@@ -606,7 +929,7 @@ export interface operations {
                         readonly reason_code: "encounter_not_found" | "document_not_found";
                         readonly message: string;
                         readonly field: string | null;
-                    };
+                    } & WithRequired<components["schemas"]["PublicApiErrorResponse"], "error" | "reason_code" | "message" | "field">;
                 };
             };
             /** @description Service unavailable: a PublicApiErrorResponse whose reason_code is one of digest_key_unavailable. */
@@ -622,7 +945,7 @@ export interface operations {
                         readonly reason_code: "digest_key_unavailable";
                         readonly message: string;
                         readonly field: string | null;
-                    };
+                    } & WithRequired<components["schemas"]["PublicApiErrorResponse"], "error" | "reason_code" | "message" | "field">;
                 };
             };
         };
@@ -632,9 +955,15 @@ export interface operations {
             readonly query?: never;
             readonly header?: never;
             readonly path: {
-                /** @description Opaque encounter id, percent-encoded as one path segment. */
+                /**
+                 * @description Opaque encounter id, percent-encoded as one path segment.
+                 * @example enc_rv_0010
+                 */
                 readonly encounter_id: string;
-                /** @description Opaque document id, percent-encoded as one path segment. */
+                /**
+                 * @description Opaque document id, percent-encoded as one path segment.
+                 * @example doc_rv_0010_transcript
+                 */
                 readonly document_id: string;
             };
             readonly cookie?: never;
@@ -663,7 +992,7 @@ export interface operations {
                         readonly reason_code: "unsupported_filter" | "unsupported_document_type";
                         readonly message: string;
                         readonly field: string | null;
-                    };
+                    } & WithRequired<components["schemas"]["PublicApiErrorResponse"], "error" | "reason_code" | "message" | "field">;
                 };
             };
             /** @description Unauthorized: a PublicApiErrorResponse whose reason_code is one of missing_bearer, api_keys_disabled, test_prefix_not_allowed, malformed_token, invalid_key, disabled_key, revoked_key, expired_key. */
@@ -679,7 +1008,7 @@ export interface operations {
                         readonly reason_code: "missing_bearer" | "api_keys_disabled" | "test_prefix_not_allowed" | "malformed_token" | "invalid_key" | "disabled_key" | "revoked_key" | "expired_key";
                         readonly message: string;
                         readonly field: string | null;
-                    };
+                    } & WithRequired<components["schemas"]["PublicApiErrorResponse"], "error" | "reason_code" | "message" | "field">;
                 };
             };
             /** @description Forbidden: a PublicApiErrorResponse whose reason_code is one of org_scope_only_required, route_not_allowed, organization_not_allowlisted, missing_scope, cross_organization_denied, demo_training_denied. */
@@ -695,7 +1024,7 @@ export interface operations {
                         readonly reason_code: "org_scope_only_required" | "route_not_allowed" | "organization_not_allowlisted" | "missing_scope" | "cross_organization_denied" | "demo_training_denied";
                         readonly message: string;
                         readonly field: string | null;
-                    };
+                    } & WithRequired<components["schemas"]["PublicApiErrorResponse"], "error" | "reason_code" | "message" | "field">;
                 };
             };
             /** @description Not found: a PublicApiErrorResponse whose reason_code is one of encounter_not_found, document_not_found, transcript_not_found. */
@@ -711,7 +1040,7 @@ export interface operations {
                         readonly reason_code: "encounter_not_found" | "document_not_found" | "transcript_not_found";
                         readonly message: string;
                         readonly field: string | null;
-                    };
+                    } & WithRequired<components["schemas"]["PublicApiErrorResponse"], "error" | "reason_code" | "message" | "field">;
                 };
             };
             /** @description Service unavailable: a PublicApiErrorResponse whose reason_code is one of digest_key_unavailable. */
@@ -727,7 +1056,7 @@ export interface operations {
                         readonly reason_code: "digest_key_unavailable";
                         readonly message: string;
                         readonly field: string | null;
-                    };
+                    } & WithRequired<components["schemas"]["PublicApiErrorResponse"], "error" | "reason_code" | "message" | "field">;
                 };
             };
         };
@@ -737,9 +1066,15 @@ export interface operations {
             readonly query?: never;
             readonly header?: never;
             readonly path: {
-                /** @description Opaque encounter id, percent-encoded as one path segment. */
+                /**
+                 * @description Opaque encounter id, percent-encoded as one path segment.
+                 * @example enc_rv_0010
+                 */
                 readonly encounter_id: string;
-                /** @description Opaque document id, percent-encoded as one path segment. */
+                /**
+                 * @description Opaque document id, percent-encoded as one path segment.
+                 * @example doc_rv_0010_transcript
+                 */
                 readonly document_id: string;
             };
             readonly cookie?: never;
@@ -768,7 +1103,7 @@ export interface operations {
                         readonly reason_code: "unsupported_filter" | "unsupported_document_type" | "audio_not_available_for_document";
                         readonly message: string;
                         readonly field: string | null;
-                    };
+                    } & WithRequired<components["schemas"]["PublicApiErrorResponse"], "error" | "reason_code" | "message" | "field">;
                 };
             };
             /** @description Unauthorized: a PublicApiErrorResponse whose reason_code is one of missing_bearer, api_keys_disabled, test_prefix_not_allowed, malformed_token, invalid_key, disabled_key, revoked_key, expired_key. */
@@ -784,7 +1119,7 @@ export interface operations {
                         readonly reason_code: "missing_bearer" | "api_keys_disabled" | "test_prefix_not_allowed" | "malformed_token" | "invalid_key" | "disabled_key" | "revoked_key" | "expired_key";
                         readonly message: string;
                         readonly field: string | null;
-                    };
+                    } & WithRequired<components["schemas"]["PublicApiErrorResponse"], "error" | "reason_code" | "message" | "field">;
                 };
             };
             /** @description Forbidden: a PublicApiErrorResponse whose reason_code is one of org_scope_only_required, route_not_allowed, organization_not_allowlisted, missing_scope, cross_organization_denied, demo_training_denied. */
@@ -800,7 +1135,7 @@ export interface operations {
                         readonly reason_code: "org_scope_only_required" | "route_not_allowed" | "organization_not_allowlisted" | "missing_scope" | "cross_organization_denied" | "demo_training_denied";
                         readonly message: string;
                         readonly field: string | null;
-                    };
+                    } & WithRequired<components["schemas"]["PublicApiErrorResponse"], "error" | "reason_code" | "message" | "field">;
                 };
             };
             /** @description Not found: a PublicApiErrorResponse whose reason_code is one of encounter_not_found, document_not_found, audio_not_found. */
@@ -816,7 +1151,7 @@ export interface operations {
                         readonly reason_code: "encounter_not_found" | "document_not_found" | "audio_not_found";
                         readonly message: string;
                         readonly field: string | null;
-                    };
+                    } & WithRequired<components["schemas"]["PublicApiErrorResponse"], "error" | "reason_code" | "message" | "field">;
                 };
             };
             /** @description Service unavailable: a PublicApiErrorResponse whose reason_code is one of digest_key_unavailable, audio_storage_unavailable. */
@@ -832,7 +1167,7 @@ export interface operations {
                         readonly reason_code: "digest_key_unavailable" | "audio_storage_unavailable";
                         readonly message: string;
                         readonly field: string | null;
-                    };
+                    } & WithRequired<components["schemas"]["PublicApiErrorResponse"], "error" | "reason_code" | "message" | "field">;
                 };
             };
         };
@@ -841,15 +1176,30 @@ export interface operations {
         readonly parameters: {
             readonly query?: never;
             readonly header: {
-                /** @description Equals body `id`. The business idempotency key: deduplicate by it. */
+                /**
+                 * @description Equals body `id`. The business idempotency key: deduplicate by it.
+                 * @example evt_7c1e0b9a4f2d48c6a35e91d0b2f4c6a8
+                 */
                 readonly "Service-Event-Id": string;
-                /** @description Stable for one event and endpoint delivery, reused across retries. Debug metadata only. */
+                /**
+                 * @description Stable for one event and endpoint delivery, reused across retries. Debug metadata only.
+                 * @example dlv_0f6b2d8e4a1c49e7b3d5a9c1e8f20b46
+                 */
                 readonly "Service-Delivery-Id": string;
-                /** @description Decimal Unix epoch seconds; the signing timestamp (not necessarily `occurred_at`). */
+                /**
+                 * @description Decimal Unix epoch seconds; the signing timestamp (not necessarily `occurred_at`).
+                 * @example 1769089023
+                 */
                 readonly "Service-Timestamp": string;
-                /** @description `v1=` followed by the hex HMAC-SHA256 of `<Service-Timestamp>.<raw body>` keyed with the endpoint signing secret. */
+                /**
+                 * @description `v1=` followed by the hex HMAC-SHA256 of `<Service-Timestamp>.<raw body>` keyed with the endpoint signing secret.
+                 * @example v1=775f1dd8bab4916e5f7c9254f30f8b713a307a3a2cdac210292461fb49fa246d
+                 */
                 readonly "Service-Signature": string;
-                /** @description Equals body `api_version`. Current value `2026-05-01`. */
+                /**
+                 * @description Equals body `api_version`. Current value `2026-05-01`.
+                 * @example 2026-05-01
+                 */
                 readonly "Service-Webhook-Version": string;
             };
             readonly path?: never;
@@ -878,3 +1228,6 @@ export interface operations {
         };
     };
 }
+type WithRequired<T, K extends keyof T> = T & {
+    [P in K]-?: T[P];
+};

@@ -83,3 +83,11 @@ export const PublicHttpApi = HttpApi.make("clinicalEncounterPublicApi")
     version: "v1",
     transform: finishOpenApiDocument
   }))
+
+/**
+ * The API as one running service publishes it: the document's one server is the service's
+ * public URL (PUBLIC_BASE_URL, else the address it listens on), so generators and the docs
+ * page know where requests go without being told.
+ */
+export const publishedAt = (publicUrl: string) =>
+  PublicHttpApi.annotate(OpenApi.Servers, [{ url: publicUrl, description: "This service" }])

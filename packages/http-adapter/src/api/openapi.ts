@@ -3,11 +3,14 @@ import {
   type ListQueryKey,
   listQueryKeys,
   listQueryLimits,
+  type OperationId,
+  type ReasonCode,
   SortOrder,
   WEBHOOK_API_VERSION,
   WebhookHeaders
 } from "@clinical-api/domain"
 import { apiDescription } from "./descriptions.js"
+import { listQueryExample, pathParameterExamples, refusalExample, schemaExamples, webhookHeaderExamples } from "./examples.js"
 
 /**
  * The one place the generated OpenAPI document is finished (installed as the `HttpApi`'s
@@ -15,8 +18,8 @@ import { apiDescription } from "./descriptions.js"
  * document). It adds what `HttpApi` cannot express without the platform pitfalls the
  * adapter avoids (the bearer scheme without `HttpApiSecurity`, the list query without a
  * query schema, both read from the domain when the document is made), describes the path
- * parameters where readers look for them, discriminates the document detail, and adds the
- * webhook.
+ * parameters where readers look for them, discriminates the document detail, adds the
+ * webhook, and gives every schema and parameter its example from examples.ts.
  */
 
 type JsonObject = { [key: string]: unknown }
@@ -64,7 +67,7 @@ const listQueryParameterDocs: { readonly [K in ListQueryKey]: (limits: typeof li
 const listQueryParameters = () =>
   listQueryKeys.map((name) => {
     const { description, schema } = listQueryParameterDocs[name](listQueryLimits)
-    return { name, in: "query", required: false, description, schema }
+    return { name, in: "query", required: false, description, schema, example: listQueryExample[name] }
   })
 
 const webhookHeaderDocs: ReadonlyArray<readonly [string, string]> = [
@@ -91,7 +94,8 @@ body bytes, reject timestamps more than 300 seconds from your clock, and reject 
       in: "header",
       required: true,
       description,
-      schema: { type: "string", minLength: 1 }
+      schema: { type: "string", minLength: 1 },
+      example: webhookHeaderExamples[name]
     })),
     requestBody: {
       required: true,
@@ -108,13 +112,28 @@ body bytes, reject timestamps more than 300 seconds from your clock, and reject 
   }
 }
 
-/** A path parameter's description where readers of the operation look for it. */
-const describePathParameters = (operation: JsonObject): void => {
+/** A path parameter's description where readers of the operation look for it, and the operation's example value. */
+const describePathParameters = (operation: JsonObject, examples: Readonly<Record<string, string>>): void => {
   if (!Array.isArray(operation.parameters)) return
   operation.parameters = operation.parameters.map((parameter: unknown) => {
     if (!isObject(parameter) || !isObject(parameter.schema) || typeof parameter.schema.description !== "string") return parameter
-    return { name: parameter.name, in: parameter.in, description: parameter.schema.description, required: parameter.required, schema: parameter.schema }
+    const { name, required, schema } = parameter
+    return { name, in: parameter.in, description: schema.description, required, schema, example: examples[String(name)] }
   })
+}
+
+/**
+ * A refusal's schema narrows the contract's `PublicApiErrorResponse` to the codes the operation
+ * answers with that status; each of those codes is one of its examples.
+ */
+const describeRefusals = (operation: JsonObject): void => {
+  for (const [status, response] of Object.entries(objectAt(operation.responses, "responses"))) {
+    if (Number(status) < 400) continue
+    const schema = objectAt(objectAt(objectAt(objectAt(response, status).content, "content")["application/json"], "application/json").schema, "schema")
+    const codes = objectAt(objectAt(schema.properties, "properties").reason_code, "reason_code").enum as ReadonlyArray<ReasonCode>
+    schema.allOf = [{ $ref: "#/components/schemas/PublicApiErrorResponse" }]
+    schema.examples = codes.map(refusalExample)
+  }
 }
 
 const discriminateDocumentDetail = (schemas: JsonObject): void => {
@@ -140,6 +159,9 @@ export const finishOpenApiDocument = (spec: Record<string, unknown>): Record<str
   const schemas = objectAt(components.schemas, "components.schemas")
 
   discriminateDocumentDetail(schemas)
+  for (const [name, schema] of Object.entries(schemas)) {
+    if (name in schemaExamples) objectAt(schema, name).examples = [schemaExamples[name]]
+  }
 
   components.securitySchemes = {
     [BEARER_SCHEME]: {
@@ -155,8 +177,10 @@ export const finishOpenApiDocument = (spec: Record<string, unknown>): Record<str
   for (const [path, item] of Object.entries(paths)) {
     const operation = objectAt(objectAt(item, path).get, `${path}.get`)
     operation.security = [{ [BEARER_SCHEME]: [] }]
-    if (operation.operationId === "listPublicEncounters") operation.parameters = listQueryParameters()
-    describePathParameters(operation)
+    const operationId = operation.operationId as OperationId
+    if (operationId === "listPublicEncounters") operation.parameters = listQueryParameters()
+    describePathParameters(operation, pathParameterExamples[operationId])
+    describeRefusals(operation)
   }
 
   document.webhooks = { "recording.transcript_ready": transcriptReadyWebhook }

@@ -1,9 +1,10 @@
 import { createServer } from "node:http"
 import { NodeHttpServer } from "@effect/platform-node"
-import { Effect, Layer } from "effect"
-import { HttpRouter, type HttpServer, HttpServerResponse } from "effect/http"
+import { Effect, Layer, Option } from "effect"
+import { HttpRouter, HttpServer, HttpServerResponse } from "effect/http"
 import { HttpApiBuilder, HttpApiScalar } from "effect/http-api"
-import { PublicHttpApi } from "../api/definition.js"
+import { NetAddress } from "effect/net"
+import { publishedAt } from "../api/definition.js"
 import { apiRoutePaths, ExchangeLive, NoteRoute, refuseOtherMethods, routerConfig } from "./exchange.js"
 import { PublicApiHandlersLive } from "./handlers.js"
 import { MediaRoutes } from "./media.js"
@@ -19,22 +20,36 @@ const ScalarConfig = { withDefaultFonts: false, hideTestRequestButton: true, def
 /** Someone who opens the service's bare address in a browser lands on the docs page. */
 const RootRoute = HttpRouter.add("GET", ROOT_PATH, HttpServerResponse.redirect(DOCS_PATH, { status: 302 }))
 
+/** The URL a client on this machine reaches the server at (a wildcard bind is reached on loopback). */
+export const baseUrlOf = (address: NetAddress.SocketAddress): string => {
+  if (address._tag === "UnixPathAddress") return `unix:${address.path}`
+  const host = NetAddress.isUnspecified(address.address) ? "127.0.0.1" : NetAddress.formatIp(address.address)
+  return `http://${NetAddress.formatUrlHostString(host)}:${address.port}`
+}
+
 /**
  * Every route of the service on the one platform router: the HttpApi's five operations and
- * `/openapi.json`, the docs page (and `/`, a redirect to it), the operations endpoints, the
- * embedded media, the 405s of each path, and the exchange around them all (exchange.ts).
+ * `/openapi.json` (whose server is the service's public URL), the docs page (and `/`, a
+ * redirect to it), the operations endpoints, the embedded media, the 405s of each path, and the
+ * exchange around them all (exchange.ts).
  */
-export const RoutesLive = Layer.mergeAll(
-  HttpApiBuilder.layer(PublicHttpApi, { openapiPath: OPENAPI_PATH }).pipe(Layer.provide(PublicApiHandlersLive)),
-  HttpApiScalar.layer(PublicHttpApi, { path: DOCS_PATH, scalar: ScalarConfig }),
-  OperationsRoutes,
-  MediaRoutes,
-  RootRoute,
-  refuseOtherMethods([...apiRoutePaths, OPENAPI_PATH, DOCS_PATH, ROOT_PATH, ...operationsPaths])
-).pipe(
-  Layer.provide(NoteRoute.layer),
-  Layer.provide(ExchangeLive)
-)
+export const makeRoutes = (publicBaseUrl: Option.Option<string>) =>
+  // eslint-disable-next-line no-restricted-syntax -- made once, when the layer is built
+  Layer.unwrap(Effect.gen(function*() {
+    const { address } = yield* HttpServer.HttpServer
+    const api = publishedAt(Option.getOrElse(publicBaseUrl, () => baseUrlOf(address)))
+    return Layer.mergeAll(
+      HttpApiBuilder.layer(api, { openapiPath: OPENAPI_PATH }).pipe(Layer.provide(PublicApiHandlersLive)),
+      HttpApiScalar.layer(api, { path: DOCS_PATH, scalar: ScalarConfig }),
+      OperationsRoutes,
+      MediaRoutes,
+      RootRoute,
+      refuseOtherMethods([...apiRoutePaths, OPENAPI_PATH, DOCS_PATH, ROOT_PATH, ...operationsPaths])
+    )
+  })).pipe(
+    Layer.provide(NoteRoute.layer),
+    Layer.provide(ExchangeLive)
+  )
 
 /**
  * Request line plus headers, in bytes (Node's default, stated so it is a decision): a larger
@@ -47,6 +62,8 @@ export interface HttpServerOptions {
   readonly host?: string | undefined
   /** How long a shutdown waits for requests in flight before it closes their connections (default 10 s). */
   readonly shutdownGraceMs?: number | undefined
+  /** PUBLIC_BASE_URL: the URL partners reach the service at; without it, the address it listens on. */
+  readonly publicBaseUrl: Option.Option<string>
 }
 
 /**
@@ -91,7 +108,7 @@ export const makeHttpServerLayer = (options: HttpServerOptions) =>
         })
       )
     }))
-    const serve = HttpRouter.serve(RoutesLive, { routerConfig, disableLogger: true, disableListenLog: true })
+    const serve = HttpRouter.serve(makeRoutes(options.publicBaseUrl), { routerConfig, disableLogger: true, disableListenLog: true })
     return drainOnShutdown.pipe(
       Layer.provide(serve),
       Layer.provide(RequestMetricsLive),
