@@ -98,8 +98,9 @@ const loadFixtureAsOwner = async (env: Readonly<Record<string, string>>, fixture
  * is loaded through the fixture loader, on the service's own pool.
  */
 /**
- * A LOGIN role of a random name for the service to connect as, dropped when `scope` closes (after
- * the database, which holds its only privileges): the runtime role of the two-role setup.
+ * A LOGIN role of a random name for the service to connect as, dropped when `scope` closes
+ * (before the database: its privileges there are dropped first): the runtime role of the
+ * two-role setup.
  */
 const makeRuntimeRole = (ownerUrl: string, scope: Scope.Scope) =>
   Effect.runPromise(Scope.provide(
@@ -117,6 +118,7 @@ const makeRuntimeRole = (ownerUrl: string, scope: Scope.Scope) =>
       ({ name }) =>
         Effect.promise(async () => {
           const admin = postgres(ownerUrl, { max: 1, onnotice: () => {} })
+          await admin.unsafe(`DROP OWNED BY ${name}`).catch(() => undefined)
           await admin.unsafe(`DROP ROLE IF EXISTS ${name}`).catch(() => undefined)
           await admin.end({ timeout: 5 })
         })
@@ -141,7 +143,7 @@ export const startStoredServer = async (
   options: StoredServerOptions = {}
 ): Promise<StoredServer> => {
   const scope = Effect.runSync(Scope.make())
-  // Closed after the database's scope: a role is dropped only once the database holding its privileges is.
+  // Closed before the database's scope: the role's privileges are dropped in the database, then the role.
   const rolesScope = Effect.runSync(Scope.make())
   const database = await Effect.runPromise(Scope.provide(databases.fresh, scope))
   if (options.runtimeRole === true && !database.separateClients) throw new Error("two roles need a real PostgreSQL server")
@@ -202,8 +204,8 @@ export const startStoredServer = async (
     },
     close: async () => {
       await service.close()
-      await Effect.runPromise(Scope.close(scope, Exit.void))
       await Effect.runPromise(Scope.close(rolesScope, Exit.void))
+      await Effect.runPromise(Scope.close(scope, Exit.void))
       if (fixtureDirectory !== undefined) rmSync(fixtureDirectory, { recursive: true, force: true })
     }
   }
