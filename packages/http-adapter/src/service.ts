@@ -146,10 +146,20 @@ export const makeService = (overrides: ServiceOverrides = {}): Layer.Layer<Start
           Layer.provide(AccessCacheLayer({ timeToLive: `${config.accessCacheSeconds} seconds`, capacity: 10_000 }))
         )
       ).pipe(Layer.provide(Layer.succeed(PublicApiConfig, overrides.settings?.(settings) ?? settings)))
-      const http = makeHttpServerLayer({ port: config.port, host: config.host, publicBaseUrl: config.publicBaseUrl }).pipe(
-        Layer.provide(overrides.requestLog ?? RequestLogSinkStdout),
-        Layer.provide(domain)
-      )
+      // The docs page fills in the loaded data set's sample key (the banner's) for "Test Request".
+      const http = (fixture: StartupInfo["fixture"]) =>
+        makeHttpServerLayer({
+          port: config.port,
+          host: config.host,
+          publication: {
+            publicBaseUrl: config.publicBaseUrl,
+            environment: config.environment,
+            sandboxKey: Option.flatMap(fixture, ({ sampleToken }) => sampleToken)
+          }
+        }).pipe(
+          Layer.provide(overrides.requestLog ?? RequestLogSinkStdout),
+          Layer.provide(domain)
+        )
       // The data set is loaded before the server layer is built, so the port opens only once
       // every route answers as it will (migrations applied, sandbox keys present, cache built).
       const startup = <E, R>(database: StartupInfo["database"], fixture: Effect.Effect<StartupInfo["fixture"], E, R>) =>
@@ -161,7 +171,7 @@ export const makeService = (overrides: ServiceOverrides = {}): Layer.Layer<Start
               yield* Deferred.succeed(listeningAt, baseUrlOf(address))
               return { baseUrl: baseUrlOf(address), database, fixture: loaded }
             })
-          ).pipe(Layer.provideMerge(http))))
+          ).pipe(Layer.provideMerge(http(loaded)))))
       if (overrides.storage !== undefined) {
         return startup("embedded", Effect.succeed(Option.none())).pipe(Layer.provide(overrides.storage))
       }

@@ -5,6 +5,7 @@ import { HttpRouter, HttpServer, HttpServerResponse } from "effect/http"
 import { HttpApiBuilder, HttpApiScalar } from "effect/http-api"
 import { NetAddress } from "effect/net"
 import { publishedAt } from "../api/definition.js"
+import { docsPageOptions, type Publication } from "./docs-page.js"
 import { apiRoutePaths, ExchangeLive, NoteRoute, refuseOtherMethods, routerConfig } from "./exchange.js"
 import { PublicApiHandlersLive } from "./handlers.js"
 import { MediaRoutes } from "./media.js"
@@ -14,8 +15,6 @@ import { answerClientError } from "./transport-errors.js"
 const OPENAPI_PATH = "/openapi.json"
 const DOCS_PATH = "/docs"
 const ROOT_PATH = "/"
-
-const ScalarConfig = { withDefaultFonts: false, hideTestRequestButton: true, defaultOpenAllTags: true } as const
 
 /** Someone who opens the service's bare address in a browser lands on the docs page. */
 const RootRoute = HttpRouter.add("GET", ROOT_PATH, HttpServerResponse.redirect(DOCS_PATH, { status: 302 }))
@@ -33,14 +32,14 @@ export const baseUrlOf = (address: NetAddress.SocketAddress): string => {
  * redirect to it), the operations endpoints, the embedded media, the 405s of each path, and the
  * exchange around them all (exchange.ts).
  */
-export const makeRoutes = (publicBaseUrl: Option.Option<string>) =>
+export const makeRoutes = (publication: Publication) =>
   // eslint-disable-next-line no-restricted-syntax -- made once, when the layer is built
   Layer.unwrap(Effect.gen(function*() {
     const { address } = yield* HttpServer.HttpServer
-    const api = publishedAt(Option.getOrElse(publicBaseUrl, () => baseUrlOf(address)))
+    const api = publishedAt(Option.getOrElse(publication.publicBaseUrl, () => baseUrlOf(address)))
     return Layer.mergeAll(
       HttpApiBuilder.layer(api, { openapiPath: OPENAPI_PATH }).pipe(Layer.provide(PublicApiHandlersLive)),
-      HttpApiScalar.layer(api, { path: DOCS_PATH, scalar: ScalarConfig }),
+      HttpApiScalar.layer(api, { path: DOCS_PATH, scalar: docsPageOptions(publication) }),
       OperationsRoutes,
       MediaRoutes,
       RootRoute,
@@ -62,8 +61,8 @@ export interface HttpServerOptions {
   readonly host?: string | undefined
   /** How long a shutdown waits for requests in flight before it closes their connections (default 10 s). */
   readonly shutdownGraceMs?: number | undefined
-  /** PUBLIC_BASE_URL: the URL partners reach the service at; without it, the address it listens on. */
-  readonly publicBaseUrl: Option.Option<string>
+  /** What `/openapi.json` and `/docs` say of the service. */
+  readonly publication: Publication
 }
 
 /**
@@ -108,7 +107,7 @@ export const makeHttpServerLayer = (options: HttpServerOptions) =>
         })
       )
     }))
-    const serve = HttpRouter.serve(makeRoutes(options.publicBaseUrl), { routerConfig, disableLogger: true, disableListenLog: true })
+    const serve = HttpRouter.serve(makeRoutes(options.publication), { routerConfig, disableLogger: true, disableListenLog: true })
     return drainOnShutdown.pipe(
       Layer.provide(serve),
       Layer.provide(RequestMetricsLive),
