@@ -30,6 +30,7 @@ import { type RequestLogEntry, RequestLogSink } from "./request-log.js"
 
 /** The longest a request may take before it is answered 503 (docs/operations.md, "Limits"). */
 export const REQUEST_DEADLINE = Duration.seconds(10)
+const DEADLINE_MS = Duration.toMillis(REQUEST_DEADLINE)
 
 /** What the exchange holds of one request, and what its route tells the log line. */
 export interface ExchangeRecord {
@@ -145,10 +146,6 @@ export const refusalResponse = (error: PublicApiError): HttpServerResponse.HttpS
 const refusal = (reasonCode: ReasonCode, detail?: string) =>
   new PublicApiError({ reasonCode, field: null, ...(detail === undefined ? {} : { detail }) })
 
-class DeadlineExceeded {
-  readonly _tag = "DeadlineExceeded"
-}
-
 const isRouteNotFound = (error: unknown): boolean =>
   HttpServerError.isHttpServerError(error) && error.reason._tag === "RouteNotFound"
 
@@ -158,14 +155,15 @@ const isRouteNotFound = (error: unknown): boolean =>
  * 503 (docs/behaviour.md: never a 500). Only the class of a defect is logged, never its
  * message, which may quote data.
  */
-const recover = (cause: Cause.Cause<unknown>): PublicApiError => {
+const recover = (cause: Cause.Cause<unknown>, pastDeadline: boolean): PublicApiError => {
   const failure = Cause.findErrorOption(cause)
   if (Option.isSome(failure)) {
     if (isRouteNotFound(failure.value)) return refusal("route_not_found")
-    if (failure.value instanceof DeadlineExceeded) return refusal("digest_key_unavailable", "request deadline exceeded")
     if (failure.value instanceof PublicApiError) return failure.value
   }
-  if (Cause.hasInterruptsOnly(cause)) return refusal("digest_key_unavailable", "interrupted")
+  if (Cause.hasInterruptsOnly(cause)) {
+    return refusal("digest_key_unavailable", pastDeadline ? "request deadline exceeded" : "interrupted")
+  }
   const squashed = Cause.squash(cause)
   const kind = squashed instanceof Error ? squashed.name : typeof squashed
   return refusal("digest_key_unavailable", `unexpected ${Cause.hasDies(cause) ? "defect" : "failure"}: ${kind}`)
@@ -256,19 +254,30 @@ export const ExchangeLive = HttpRouter.middleware<{ provides: Exchange; handles:
           reasonCode: null,
           detail: null
         }
-        const answer = target === undefined
-          ? Effect.succeed(refused(exchange, refusal("route_not_found")))
-          : routed.pipe(
-            Effect.provideService(HttpServerRequest.HttpServerRequest, request.modify({ url: target.path })),
-            Effect.provideService(Exchange, exchange),
-            Effect.timeoutOrElse({ duration: REQUEST_DEADLINE, orElse: () => Effect.fail(new DeadlineExceeded()) }),
-            // The server runs the answer uninterruptibly; the deadline must be able to stop it.
-            Effect.interruptible,
-            Effect.catchCause((cause) => Effect.succeed(refused(exchange, recover(cause))))
-          )
-        return answer.pipe(
-          Effect.map((response) => conclude(request, exchange, startedAt, response)),
-          Effect.ensuring(Effect.sync(metrics.finished))
+        if (target === undefined) {
+          metrics.finished()
+          return Effect.succeed(conclude(request, exchange, startedAt, refused(exchange, refusal("route_not_found"))))
+        }
+        // The deadline interrupts this fiber from a plain timer: `Effect.timeout` would fork the
+        // route and a sleep into a race on every request.
+        let pastDeadline = false
+        const deadline = setTimeout(() => {
+          pastDeadline = true
+          fiber.interruptUnsafe(fiber.id)
+        }, DEADLINE_MS)
+        const pathEnd = target.rawQuery === undefined ? request.url.length : request.url.length - target.rawQuery.length - 1
+        const routedRequest = target.path.length === pathEnd && request.url.startsWith(target.path)
+          ? routed
+          : Effect.provideService(routed, HttpServerRequest.HttpServerRequest, request.modify({ url: target.path }))
+        return Effect.provideService(routedRequest, Exchange, exchange).pipe(
+          Effect.onExit(() => Effect.sync(() => clearTimeout(deadline))),
+          // The server runs the answer uninterruptibly; the deadline must be able to stop it.
+          Effect.interruptible,
+          Effect.catchCause((cause) => Effect.succeed(refused(exchange, recover(cause, pastDeadline)))),
+          Effect.map((response) => {
+            metrics.finished()
+            return conclude(request, exchange, startedAt, response)
+          })
         )
       })
   }),
