@@ -21,7 +21,7 @@ describe("start-up refusals in production (child process)", () => {
   it("PUBLIC_API_ENVIRONMENT=production without API_KEY_DIGEST_KEY: non-zero exit, a message naming the variable", async () => {
     const exited = await runServiceToExit({ PUBLIC_API_ENVIRONMENT: "production" })
     expect(exited.code).not.toBe(0)
-    expect(exited.stderr).toContain("The service cannot start: invalid configuration.")
+    expect(exited.stderr).toContain("The service cannot start: invalid configuration: ")
     expect(exited.stderr).toContain("API_KEY_DIGEST_KEY is required in production")
     expect(exited.stderr).not.toContain("listening on")
   }, 60_000)
