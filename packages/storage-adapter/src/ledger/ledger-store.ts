@@ -213,7 +213,8 @@ export interface LedgerVerifyQuery {
   readonly onSealed?: (seal: Seal, events: ReadonlyArray<PositionedEvent>) => Effect.Effect<void>
 }
 
-const SEALS_PER_PAGE = 200
+// A seal's index is up to 480 KB: a page of them is read at a time.
+const SEALS_PER_PAGE = 20
 
 /**
  * Recomputes the whole chain from the database in one read-only snapshot: seals in order, and
