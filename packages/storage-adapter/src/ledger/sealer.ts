@@ -1,6 +1,6 @@
 import { type LedgerSigner } from "@clinical-api/domain"
-import { Duration, Effect, Layer } from "effect"
-import { PgClient } from "../sql/pg-client.js"
+import { type Duration, Effect, Layer } from "effect"
+import { type PgClient } from "../sql/pg-client.js"
 import { LedgerKeyFromConfig } from "./ledger-key.js"
 import { MAX_EVENTS_PER_SEAL, sealPending } from "./ledger-store.js"
 
