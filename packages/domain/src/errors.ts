@@ -96,10 +96,12 @@ export type PublicApiErrorResponse = typeof PublicApiErrorResponse.Type
 export class PublicApiError extends Schema.TaggedError<PublicApiError>()("PublicApiError", {
   reasonCode: ReasonCode,
   field: Schema.NullOr(Schema.String),
-  detail: Schema.optional(Schema.String)
+  detail: Schema.optional(Schema.String),
+  /** Why the request was refused and what is accepted instead, when more than the catalogue's message can be said. */
+  explanation: Schema.optional(Schema.String)
 }) {
-  static of(reasonCode: ReasonCode, field: string | null = null): PublicApiError {
-    return new PublicApiError({ reasonCode, field })
+  static of(reasonCode: ReasonCode, field: string | null = null, explanation?: string): PublicApiError {
+    return new PublicApiError(explanation === undefined ? { reasonCode, field } : { reasonCode, field, explanation })
   }
 
   get status(): ErrorStatus {
@@ -107,7 +109,7 @@ export class PublicApiError extends Schema.TaggedError<PublicApiError>()("Public
   }
 
   override get message(): string {
-    return reasonCatalogue[this.reasonCode].message
+    return this.explanation ?? reasonCatalogue[this.reasonCode].message
   }
 
   /** The exact wire body. `detail` is for logs only and never reaches a partner. */

@@ -488,3 +488,50 @@ describe("PublicApiError from the query checks", () => {
     expect(Result.isFailure(result) && result.failure instanceof PublicApiError).toBe(true)
   })
 })
+
+describe("a refused query says why, in its message (reason_code and field unchanged)", () => {
+  const refusal = (pairs: QueryPairs) => {
+    const result = parseListQuery(pairs)
+    if (Result.isSuccess(result)) throw new Error("expected a refusal")
+    return { reason: result.failure.reasonCode, field: result.failure.field, message: result.failure.toResponse().message }
+  }
+
+  it("a date without a time", () => {
+    const { field, message, reason } = refusal([["start_at", "2026-01-31"]])
+    expect([reason, field]).toEqual(["invalid_query", "start_at"])
+    expect(message).toContain("start_at is a date without a time")
+    expect(message).toContain("2026-01-31T09:00:00Z")
+  })
+
+  it("an offset's + sent raw, so read as a space, says to send %2B", () => {
+    const { field, message, reason } = refusal([["end_at", "2026-01-31T09:00:00 02:00"]])
+    expect([reason, field]).toEqual(["invalid_query", "end_at"])
+    expect(message).toContain("a space where its offset's + should be")
+    expect(message).toContain("%2B")
+  })
+
+  it("a start not before the end", () => {
+    const { field, message, reason } = refusal([["start_at", "2026-02-01T00:00:00Z"], ["end_at", "2026-01-01T00:00:00Z"]])
+    expect([reason, field]).toEqual(["invalid_query", "start_at"])
+    expect(message).toContain("start_at must be before end_at")
+  })
+
+  it("limit, offset and sort_order name their accepted forms and bounds; a repeated key says so", () => {
+    expect(refusal([["limit", "500"]]).message).toBe("limit must be a whole number from 1 to 100 in plain digits.")
+    expect(refusal([["offset", "10001"]]).message).toContain("from 0 to 10,000 in plain digits; to read further, narrow the window with start_at and end_at")
+    expect(refusal([["sort_order", "ASC"]]).message).toBe("sort_order must be asc or desc (lower case).")
+    expect(refusal([["limit", "5"], ["limit", "5"]]).message).toBe("limit was given more than once; send it at most once.")
+  })
+
+  it("an unsupported key lists the supported ones; a route without a query says it takes none", () => {
+    expect(refusal([["page", "2"]]).message).toBe("\"page\" is not a query parameter of this route; it takes limit, offset, sort_order, start_at, end_at.")
+    const detail = rejectQueryKeys([["expand", "1"]])
+    if (Result.isSuccess(detail)) throw new Error("expected a refusal")
+    expect(detail.failure.toResponse()).toEqual({
+      error: "public_api_bad_request",
+      reason_code: "unsupported_filter",
+      message: "This route takes no query parameters; \"expand\" was sent.",
+      field: "expand"
+    })
+  })
+})

@@ -48,7 +48,7 @@ const statusTitles: Readonly<Record<number, string>> = {
 export const refusalBody = (error: PublicApiError) => ({
   error: categoryOf(error.reasonCode),
   reason_code: error.reasonCode,
-  message: reasonCatalogue[error.reasonCode].message,
+  message: error.message,
   field: error.field
 })
 
@@ -78,7 +78,12 @@ const refusalSchema = (operation: OperationId, { codes, status }: OperationRefus
     Schema.decodeTo(
       Refusal,
       SchemaTransformation.transform({
-        decode: (body) => PublicApiError.of(body.reason_code, body.field),
+        decode: (body) =>
+          PublicApiError.of(
+            body.reason_code,
+            body.field,
+            body.message === reasonCatalogue[body.reason_code].message ? undefined : body.message
+          ),
         encode: (error) => refusalBody(error) as typeof Body.Type
       })
     ),

@@ -426,6 +426,15 @@ export const defineContractSuite = (harness: ContractHarness): void => {
         })
       }
 
+      it("a refusal's message says which rule was broken and the accepted form", async () => {
+        const messageOf = async (query: string) =>
+          ((await get(paths.list(`?${query}`), bearer(tokens.riversideFull))).body as { message: string }).message
+        expect(await messageOf("start_at=2026-05-01")).toContain("start_at is a date without a time")
+        expect(await messageOf("start_at=2026-05-01T00:00:00+02:00")).toContain("must be sent as %2B")
+        expect(await messageOf("start_at=2026-05-03T00:00:00Z&end_at=2026-05-02T00:00:00Z")).toContain("start_at must be before end_at")
+        expect(await messageOf("limit=500")).toBe("limit must be a whole number from 1 to 100 in plain digits.")
+      })
+
       const valid = ["limit=1", "limit=100", "offset=0", "offset=10000", "sort_order=asc", "sort_order=desc",
         "start_at=2026-05-01T00:00:00Z", "start_at=2026-05-01T02:00:00%2B02:00", "end_at=2026-05-01T00:00:00.5-05:30",
         "start_at=2026-05-01T00:00:00Z&end_at=2026-05-01T00:00:00.001Z"]
