@@ -12,7 +12,7 @@
  * bundle: a command starts in a fraction of a second when Node reads one file instead of the
  * hundreds of modules of effect and the AWS SDK.
  */
-import { renameSync, writeFileSync } from "node:fs"
+import { mkdirSync, renameSync, writeFileSync } from "node:fs"
 import { dirname, resolve } from "node:path"
 import { argv, cwd, pid } from "node:process"
 import { fileURLToPath, pathToFileURL } from "node:url"
@@ -81,6 +81,8 @@ export const buildCli = async () => {
     .map((input) => resolve(cwd(), input))
     .filter((input) => !input.includes("/node_modules/"))
   const temporary = `${CLI_BUNDLE}.${pid}.tmp`
+  // esbuild writes nothing here (write: false), so on a fresh clone the folder is not there yet.
+  mkdirSync(dirname(CLI_BUNDLE), { recursive: true })
   writeFileSync(temporary, result.outputFiles[0].contents)
   writeFileSync(`${CLI_INPUTS}.${pid}.tmp`, JSON.stringify(inputs))
   renameSync(`${CLI_INPUTS}.${pid}.tmp`, CLI_INPUTS)
