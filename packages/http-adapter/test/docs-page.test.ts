@@ -45,7 +45,18 @@ const openDocs = async (browser: Browser, origin: string): Promise<OpenedPage> =
     state: "visible",
     timeout: 30_000
   })
+  // The operations' sections, with their examples and curl lines, come later still: wait for
+  // one curl line per operation.
+  await page.waitForFunction(
+    (count) => ((globalThis as unknown as InPageText).document.body.innerText.match(/\bcurl /g) ?? []).length >= count,
+    operationIds.length,
+    { timeout: 60_000 }
+  )
   return { page, requested, pageErrors }
+}
+
+interface InPageText {
+  readonly document: { readonly body: { readonly innerText: string } }
 }
 
 /** What the links check reads in the page (this package's TypeScript has no DOM types). */
