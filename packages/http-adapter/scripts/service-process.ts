@@ -1,6 +1,7 @@
-import { type ChildProcess, spawn } from "node:child_process"
-import { readdirSync, readFileSync, readlinkSync } from "node:fs"
+import { type ChildProcess, execFile, spawn } from "node:child_process"
+import { readdirSync, readFileSync, readlinkSync, rmSync } from "node:fs"
 import { fileURLToPath } from "node:url"
+import { promisify } from "node:util"
 import { makePgClient, type Sql } from "@clinical-api/storage-adapter"
 import { serverDatabases } from "@clinical-api/storage-adapter/testing"
 import { Effect, Exit, Scope } from "effect"
@@ -11,8 +12,26 @@ import { Effect, Exit, Scope } from "effect"
  * PostgreSQL server. Used by the soak (`pnpm soak`) and by the process-level tests.
  */
 export const repositoryRoot = fileURLToPath(new URL("../../../", import.meta.url))
-const serviceEntry = fileURLToPath(new URL("../src/main.ts", import.meta.url))
-const cliEntry = fileURLToPath(new URL("../src/cli/main.ts", import.meta.url))
+const packageRoot = fileURLToPath(new URL("../", import.meta.url))
+const buildScript = fileURLToPath(new URL("./build-service.mjs", import.meta.url))
+const cliScript = fileURLToPath(new URL("./cli.mjs", import.meta.url))
+
+/**
+ * The service's bundle as `pnpm start` builds it (scripts/build-service.mjs), built once per
+ * process that starts services, under a name of its own (test files run in parallel) and
+ * removed when the process exits. The sources under the tsx loader would not be what ships,
+ * and the loader's worker thread alone held about 90 MB of RSS.
+ */
+let serviceBundle: Promise<string> | undefined
+const builtService = (): Promise<string> => {
+  serviceBundle ??= (async () => {
+    const bundle = `dist/service-process.${process.pid}.mjs`
+    await promisify(execFile)(process.execPath, [buildScript, "src/main.ts", bundle], { cwd: packageRoot })
+    process.once("exit", () => rmSync(`${packageRoot}${bundle}`, { force: true }))
+    return `${packageRoot}${bundle}`
+  })()
+  return serviceBundle
+}
 export const sandboxFixtureFile = fileURLToPath(new URL("../../storage-adapter/fixtures/sandbox.fixture.json", import.meta.url))
 
 /**
@@ -74,10 +93,10 @@ export interface CliResult {
   readonly stderr: string
 }
 
-/** `pnpm -s cli <args>` with `env`. */
+/** `pnpm -s cli <args>` with `env` (scripts/cli.mjs: the CLI's bundle, rebuilt when stale). */
 export const runCli = (args: ReadonlyArray<string>, env: Readonly<Record<string, string>>): Promise<CliResult> =>
   new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ["--import", "tsx", cliEntry, ...args], {
+    const child = spawn(process.execPath, [cliScript, ...args], {
       cwd: repositoryRoot,
       env: childEnvironment(env),
       stdio: ["ignore", "pipe", "pipe"]
@@ -121,12 +140,13 @@ export interface ExitedProcess {
  * once the banner names its URL; rejects with its output if it exits first or is not up
  * within `startTimeoutMs`.
  */
-export const startServiceProcess = (
+export const startServiceProcess = async (
   env: Readonly<Record<string, string>>,
   startTimeoutMs = 60_000
-): Promise<ServiceProcess> =>
-  new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [...startScriptNodeFlags(), "--import", "tsx", serviceEntry], {
+): Promise<ServiceProcess> => {
+  const bundle = await builtService()
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [...startScriptNodeFlags(), bundle], {
       cwd: repositoryRoot,
       env: childEnvironment({ PORT: "0", ...env }),
       stdio: ["ignore", "pipe", "pipe"]
@@ -175,11 +195,13 @@ export const startServiceProcess = (
       reject(new Error(`the service exited (${code}) before it listened:\n${stderr}`))
     })
   })
+}
 
 /** Runs the service's main module to its exit (for start-up refusals). */
-export const runServiceToExit = (env: Readonly<Record<string, string>>, timeoutMs = 60_000): Promise<ExitedProcess> =>
-  new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [...startScriptNodeFlags(), "--import", "tsx", serviceEntry], {
+export const runServiceToExit = async (env: Readonly<Record<string, string>>, timeoutMs = 60_000): Promise<ExitedProcess> => {
+  const bundle = await builtService()
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [...startScriptNodeFlags(), bundle], {
       cwd: repositoryRoot,
       env: childEnvironment({ PORT: "0", ...env }),
       stdio: ["ignore", "pipe", "pipe"]
@@ -197,6 +219,7 @@ export const runServiceToExit = (env: Readonly<Record<string, string>>, timeoutM
       resolve({ code, stdout, stderr })
     })
   })
+}
 
 /** Resident set size of a process, in bytes (Linux /proc). */
 export const residentBytes = (pid: number): number => {

@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto"
 import { METHODS } from "node:http"
-import { type OperationId, PublicApiError, type QueryPairs, type ReasonCode } from "@clinical-api/domain"
+import { formatTimestamp, type OperationId, PublicApiError, type QueryPairs, type ReasonCode } from "@clinical-api/domain"
 import { Cause, Context, Duration, Effect, Layer, Option, type Types } from "effect"
 import { HttpRouter, HttpServerError, HttpServerRequest, HttpServerResponse } from "effect/http"
 import { HttpApi } from "effect/http-api"
@@ -131,7 +131,17 @@ export const operationsByRoutePath: ReadonlyMap<string, OperationId> = (() => {
 /** Every path of the HttpApi's routes, for their 405s. */
 export const apiRoutePaths: ReadonlyArray<HttpRouter.PathInput> = [...operationsByRoutePath.keys()] as Array<HttpRouter.PathInput>
 
-const routeTemplate = (routePath: string) => routePath.replace(/:(\w+)/g, "{$1}")
+const routeTemplates = new Map<string, string>()
+
+/** `/external/v1/encounters/{encounter_id}` for the router's `/external/v1/encounters/:encounter_id`. */
+const routeTemplate = (routePath: string): string => {
+  let template = routeTemplates.get(routePath)
+  if (template === undefined) {
+    template = routePath.replace(/:(\w+)/g, "{$1}")
+    routeTemplates.set(routePath, template)
+  }
+  return template
+}
 
 const JSON_CONTENT_TYPE = "application/json"
 
@@ -215,7 +225,7 @@ export const ExchangeLive = HttpRouter.middleware<{ provides: Exchange; handles:
       const entry: RequestLogEntry = {
         level: status >= 500 ? "error" : status >= 400 ? "warn" : "info",
         message: "http_request",
-        time: new Date().toISOString(),
+        time: formatTimestamp(new Date()),
         request_id: exchange.echoedRequestId,
         method: request.method,
         route,

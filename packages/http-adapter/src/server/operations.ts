@@ -46,9 +46,9 @@ export const makeRequestMetrics = () => {
       }
       entry.count++
       entry.sum += seconds
-      DURATION_BUCKETS.forEach((bound, index) => {
-        if (seconds <= bound) entry.buckets[index] = (entry.buckets[index] ?? 0) + 1
-      })
+      for (let index = 0; index < DURATION_BUCKETS.length; index++) {
+        if (seconds <= (DURATION_BUCKETS[index] ?? 0)) entry.buckets[index] = (entry.buckets[index] ?? 0) + 1
+      }
     },
     snapshot: () =>
       [...series.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([key, value]) => {
