@@ -269,8 +269,10 @@ describe.skipIf(databaseUrl === "")("database faults on the PostgreSQL server of
       }
       return Date.now()
     })
-    // The statement time-out is 1 s, the client's own a second more; the request deadline is 10 s.
-    expect(Math.max(...answers.map((answer) => answer.answeredAt - answer.startedAt))).toBeLessThan(3_500)
+    // The statement time-out is 1 s, the client's own a second more: 2 s, where the request
+    // deadline is 10 s. The bound leaves room for a loaded CI machine (3.9 s seen) and still
+    // tells the client's time-out from the deadline.
+    expect(Math.max(...answers.map((answer) => answer.answeredAt - answer.startedAt))).toBeLessThan(5_000)
   }, 60_000)
 
   it("the webhook delivery worker: its backends terminated while it delivers, it keeps running and every event reaches the receiver", async () => {
