@@ -53,6 +53,26 @@ describe("HTTP server behaviour beyond the contract suite", () => {
     expect(Math.abs(closedAt - answeredAt)).toBeLessThan(1500)
     await expect(send(server.baseUrl, paths.list())).rejects.toThrow()
   })
+
+  it("while it drains, /readyz is 503 draining (a load balancer takes the replica out) and requests are still answered, with Connection: close", async () => {
+    const server = await startMemoryServer(contractFixture, {}, (api) => ({
+      ...api,
+      listPublicEncounters: (caller, request) =>
+        Effect.andThen(Effect.sleep("1500 millis"), api.listPublicEncounters(caller, request))
+    }))
+    expect(await send(server.baseUrl, "/readyz")).toMatchObject({ status: 200, body: { status: "ready" } })
+    const inFlight = send(server.baseUrl, paths.list(), { headers: bearer(tokens.riversideFull) })
+    await new Promise((resolve) => setTimeout(resolve, 100))
+    const closing = server.close()
+    await new Promise((resolve) => setTimeout(resolve, 100))
+    const readiness = await send(server.baseUrl, "/readyz")
+    const arriving = await send(server.baseUrl, paths.encounter("enc_a1"), { headers: bearer(tokens.riversideFull) })
+    expect({ status: readiness.status, body: readiness.body }).toEqual({ status: 503, body: { status: "draining" } })
+    expect(arriving.status).toBe(200)
+    expect(arriving.headers["connection"]).toBe("close")
+    expect((await inFlight).status).toBe(200)
+    await closing
+  })
 })
 
 describe("request target reading", () => {

@@ -9,7 +9,7 @@ import { docsPageOptions, type Publication } from "./docs-page.js"
 import { apiRoutePaths, ExchangeLive, NoteRoute, refuseOtherMethods, routerConfig } from "./exchange.js"
 import { PublicApiHandlersLive } from "./handlers.js"
 import { MediaRoutes } from "./media.js"
-import { OperationsRoutes, operationsPaths, RequestMetricsLive } from "./operations.js"
+import { OperationsRoutes, operationsPaths, RequestMetricsLive, ServerDraining } from "./operations.js"
 import { answerClientError } from "./transport-errors.js"
 
 const OPENAPI_PATH = "/openapi.json"
@@ -56,6 +56,11 @@ export const makeRoutes = (publication: Publication) =>
  */
 export const MAX_HEADER_BYTES = 16 * 1024
 
+const isOperationsProbe = (url: string | undefined): boolean => {
+  const path = url?.split("?", 1)[0] ?? ""
+  return (operationsPaths as ReadonlyArray<string>).includes(path)
+}
+
 export interface HttpServerOptions {
   readonly port: number
   readonly host?: string | undefined
@@ -67,9 +72,12 @@ export interface HttpServerOptions {
 
 /**
  * The service's routes served on Node with a graceful shutdown. When the layer's scope closes
+ * `/readyz` answers 503 `draining`, so a load balancer checking it stops sending requests, and
  * the server keeps serving, answering with `Connection: close`, until no request is in flight
  * and none has arrived for a short quiet period: a request whose bytes are still unread in a
  * socket buffer (a busy event loop) counts as idle to Node and would otherwise be cut off.
+ * The balancer's own checks (`/healthz`, `/readyz`, `/metrics`) do not count as arrivals, or a
+ * balancer checking more often than the quiet period would hold the drain to its grace period.
  * Then it stops listening and closes the connections (all of them once the grace period is
  * over). Only then is the handler detached and the layers below (the store) released.
  */
@@ -79,15 +87,15 @@ export const makeHttpServerLayer = (options: HttpServerOptions) =>
     server.on("clientError", answerClientError)
     const graceMs = options.shutdownGraceMs ?? 10_000
     const quietMs = Math.min(250, graceMs)
+    let draining = false
     // Built after `serve`, so released before it: the drain runs while the handler is attached.
     // eslint-disable-next-line no-restricted-syntax -- made once, when the layer is built
     const drainOnShutdown = Layer.effectDiscard(Effect.gen(function*() {
       let inFlight = 0
       let lastArrival = 0
-      let draining = false
-      server.prependListener("request", (_request, response) => {
+      server.prependListener("request", (request, response) => {
         inFlight++
-        lastArrival = Date.now()
+        if (!isOperationsProbe(request.url)) lastArrival = Date.now()
         if (draining && !response.headersSent) response.setHeader("connection", "close")
         response.once("close", () => inFlight--)
       })
@@ -107,7 +115,8 @@ export const makeHttpServerLayer = (options: HttpServerOptions) =>
         })
       )
     }))
-    const serve = HttpRouter.serve(makeRoutes(options.publication), { routerConfig, disableLogger: true, disableListenLog: true })
+    const routes = makeRoutes(options.publication).pipe(Layer.provide(Layer.succeed(ServerDraining, { isDraining: () => draining })))
+    const serve = HttpRouter.serve(routes, { routerConfig, disableLogger: true, disableListenLog: true })
     return drainOnShutdown.pipe(
       Layer.provide(serve),
       Layer.provide(RequestMetricsLive),

@@ -66,7 +66,16 @@ export class RequestMetrics extends Context.Service<RequestMetrics, RequestMetri
 
 export const RequestMetricsLive: Layer.Layer<RequestMetrics> = Layer.sync(RequestMetrics, makeRequestMetrics)
 
+/**
+ * Whether the server is draining for a shutdown. `/readyz` then answers 503 `draining`, so that a
+ * load balancer checking it stops sending new requests while those in flight are answered.
+ */
+export class ServerDraining extends Context.Service<ServerDraining, { readonly isDraining: () => boolean }>()(
+  "@clinical-api/http-adapter/ServerDraining"
+) {}
+
 export type ReadinessReport =
+  | { readonly status: "draining" }
   | { readonly status: "ready"; readonly database: "reachable" | "none"; readonly migrations: "current" | "none" }
   | {
     readonly status: "not_ready"
@@ -200,13 +209,16 @@ export const renderMetrics: (metrics: RequestMetricsService, database: Option.Op
 export const serveOperations = (
   path: OperationsPath,
   metrics: RequestMetricsService,
-  database: Option.Option<PgClientService>
+  database: Option.Option<PgClientService>,
+  isDraining: () => boolean = () => false
 ): Effect.Effect<HttpServerResponse.HttpServerResponse> => {
   switch (path) {
     case "/healthz":
       return Effect.succeed(HttpServerResponse.jsonUnsafe({ status: "ok" }))
     case "/readyz":
-      return Effect.map(checkReadiness(database), (report) =>
+      return Effect.map(
+        Effect.suspend(() => isDraining() ? Effect.succeed<ReadinessReport>({ status: "draining" }) : checkReadiness(database)),
+        (report) =>
         HttpServerResponse.jsonUnsafe(report, { status: report.status === "ready" ? 200 : 503 }))
     case "/metrics":
       return Effect.map(renderMetrics(metrics, database), (text) =>
@@ -223,8 +235,10 @@ export const OperationsRoutes: Layer.Layer<never, never, HttpRouter.HttpRouter |
   Effect.gen(function*() {
     const metrics = yield* RequestMetrics
     const database = yield* Effect.serviceOption(PgClient)
+    const draining = yield* Effect.serviceOption(ServerDraining)
+    const isDraining = Option.match(draining, { onNone: () => () => false, onSome: (service) => service.isDraining })
     for (const path of operationsPaths) {
-      yield* router.add("GET", path, serveOperations(path, metrics, database))
+      yield* router.add("GET", path, serveOperations(path, metrics, database, isDraining))
     }
   })
 )
