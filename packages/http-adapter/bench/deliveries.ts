@@ -1,62 +1,161 @@
 /**
  * Webhook deliveries per second to a loopback receiver (the partner receiver kit with its
- * in-memory idempotency store), with 1 and 4 concurrent workers, on a fresh PostgreSQL database
- * (DATABASE_URL's server, or the local one; created and dropped here). Part of `pnpm bench`; writes
- * bench/webhook-deliveries.json.
+ * in-memory idempotency store, in this process) with 1, 2, 4 and 8 workers, each a
+ * `pnpm cli webhooks worker` process with its default settings (WEBHOOK_WORKER_CONCURRENCY),
+ * on a fresh PostgreSQL database (DATABASE_URL's server, or the local one; created and dropped
+ * here). For each count the events are published first and held back (not yet due) until every
+ * worker is up; the clock runs from releasing them to the last one handled by the receiver.
+ * Part of `pnpm bench`; writes bench/webhook-deliveries.json.
+ *
+ * BENCH_WEBHOOK_EVENTS (default 3000), BENCH_WEBHOOK_WORKERS (default 1,2,4,8).
  */
+import { type ChildProcess, spawn } from "node:child_process"
 import { writeFileSync } from "node:fs"
 import * as http from "node:http"
 import type { AddressInfo } from "node:net"
-import { makeIdempotencyStoreMemory, makeWebhookRequestHandler, runDeliveryPass } from "@clinical-api/webhook-adapter"
-import { Effect, Layer } from "effect"
+import { availableParallelism } from "node:os"
+import { fileURLToPath } from "node:url"
+import { PgClient } from "@clinical-api/storage-adapter"
 import { serverDatabases } from "@clinical-api/storage-adapter/testing"
+import { makeIdempotencyStoreMemory, makeWebhookRequestHandler } from "@clinical-api/webhook-adapter"
+import { Effect, Layer } from "effect"
 import { activeSubscription, publishOne, webhookStackOn } from "../test/cli-webhooks-support.js"
 
 const adminUrl = process.env["DATABASE_URL"]?.trim() || "postgres://postgres@127.0.0.1:5432/postgres"
-const events = Number(process.env["BENCH_WEBHOOK_EVENTS"] ?? 1000)
-const workerCounts = [1, 4]
+const events = Number(process.env["BENCH_WEBHOOK_EVENTS"] ?? 3000)
+const workerCounts = (process.env["BENCH_WEBHOOK_WORKERS"] ?? "1,2,4,8").split(",").map(Number)
+const workspaceRoot = fileURLToPath(new URL("../../../", import.meta.url))
+const cliEntry = "packages/http-adapter/scripts/cli.mjs"
+
+interface Result {
+  readonly workers: number
+  readonly events: number
+  readonly seconds: number
+  readonly deliveriesPerSecond: number
+  /** Requests the receiver got beyond one per event (at least once allows them). */
+  readonly duplicates: number
+}
+
+const spawnWorker = (databaseUrl: string) => {
+  const env: Record<string, string | undefined> = { ...process.env }
+  for (const name of ["PGLITE_DATA_DIR", "DATABASE_OWNER_URL", "PUBLIC_API_ENVIRONMENT"]) delete env[name]
+  const child = spawn(process.execPath, [cliEntry, "webhooks", "worker"], {
+    cwd: workspaceRoot,
+    env: { ...env, DATABASE_URL: databaseUrl, WEBHOOK_RUNTIME: "enabled", WEBHOOK_POLL_INTERVAL_MS: "20", NO_COLOR: "1" },
+    // Each attempt's JSON line is read and dropped, as a log collector would.
+    stdio: ["ignore", "pipe", "pipe"]
+  })
+  child.stdout?.resume()
+  let stderr = ""
+  const ready = new Promise<void>((resolve, reject) => {
+    child.stderr?.setEncoding("utf8").on("data", (chunk: string) => {
+      stderr += chunk
+      if (stderr.includes("worker running")) resolve()
+    })
+    child.on("exit", (code) => reject(new Error(`worker exited (${code}) before it was ready: ${stderr}`)))
+  })
+  const exited = new Promise<void>((resolve) => child.on("close", () => resolve()))
+  return { child, ready, exited }
+}
+
+const stopAll = async (workers: ReadonlyArray<{ child: ChildProcess; exited: Promise<void> }>) => {
+  for (const worker of workers) worker.child.kill("SIGTERM")
+  await Promise.all(workers.map((worker) => worker.exited))
+}
 
 const main = async () => {
-  let handler: http.RequestListener = (_request, response) => response.writeHead(503).end()
   let handled = 0
-  const receiver = http.createServer((request, response) => handler(request, response))
+  let requests = 0
+  let lastHandledAt = 0
+  let handler: http.RequestListener = (_request, response) => response.writeHead(503).end()
+  const receiver = http.createServer((request, response) => {
+    requests++
+    handler(request, response)
+  })
   await new Promise<void>((resolve) => receiver.listen(0, "127.0.0.1", resolve))
   const receiverUrl = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/webhooks`
-
-  const results: Array<{ workers: number; events: number; seconds: number; deliveriesPerSecond: number }> = []
-  try {
-    const program = Effect.gen(function*() {
-      const { organizationId, secret } = yield* activeSubscription(receiverUrl)
-      handler = makeWebhookRequestHandler({
-        secrets: [secret],
-        store: makeIdempotencyStoreMemory(),
-        handle: () => Effect.sync(() => void handled++)
-      })
-      for (const workers of workerCounts) {
-        yield* Effect.forEach(Array.from({ length: events }), () => publishOne(organizationId), { concurrency: 8, discard: true })
-        const before = handled
-        const started = performance.now()
-        const pass = yield* runDeliveryPass({ runtime: "enabled", environment: "sandbox", concurrency: workers })
-        const seconds = (performance.now() - started) / 1000
-        if (pass.succeeded !== events || handled - before !== events) {
-          throw new Error(`expected ${events} deliveries, got ${pass.succeeded} succeeded and ${handled - before} handled`)
+  const allHandled = (count: number) =>
+    new Promise<void>((resolve) => {
+      const check = setInterval(() => {
+        if (handled >= count) {
+          clearInterval(check)
+          resolve()
         }
-        results.push({ workers, events, seconds: Number(seconds.toFixed(2)), deliveriesPerSecond: Math.round(events / seconds) })
-      }
+      }, 5)
     })
-    // A fresh database on the server, dropped when the scope closes.
-    await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
-      const database = yield* serverDatabases(adminUrl).fresh
-      const context = yield* Layer.build(webhookStackOn(database.url, 8))
-      yield* Effect.provide(program, context)
-    })))
-  } finally {
-    receiver.close()
+
+  const results: Array<Result> = []
+  await Effect.runPromise(
+    Effect.scoped(
+      Effect.gen(function* () {
+        const database = yield* serverDatabases(adminUrl).fresh
+        const context = yield* Layer.build(webhookStackOn(database.url, 8))
+        const sql = <A>(query: Parameters<PgClient["Service"]["run"]>[1]) =>
+          Effect.provide(PgClient.use((client) => client.run("bench.sql", query)), context) as Effect.Effect<A>
+        const { organizationId, secret } = yield* Effect.provide(activeSubscription(receiverUrl), context)
+        handler = makeWebhookRequestHandler({
+          secrets: [secret],
+          store: makeIdempotencyStoreMemory(),
+          handle: () =>
+            Effect.sync(() => {
+              handled++
+              lastHandledAt = performance.now()
+            })
+        })
+        for (const workers of workerCounts) {
+          // Held back until every worker is up, so that none starts ahead of the others.
+          yield* Effect.provide(
+            Effect.forEach(Array.from({ length: events }), () => publishOne(organizationId), { concurrency: 8, discard: true }),
+            context
+          )
+          yield* sql((q) => q`UPDATE webhook_deliveries SET next_attempt_at = 'infinity' WHERE state = 'pending'`)
+          const pool = Array.from({ length: workers }, () => spawnWorker(database.url))
+          try {
+            yield* Effect.promise(() => Promise.all(pool.map((worker) => worker.ready)))
+            const handledBefore = handled
+            const requestsBefore = requests
+            const started = performance.now()
+            yield* sql((q) => q`UPDATE webhook_deliveries SET next_attempt_at = now() WHERE state = 'pending'`)
+            yield* Effect.promise(() => allHandled(handledBefore + events))
+            const seconds = (lastHandledAt - started) / 1000
+            // The last results are recorded a moment after the receiver handled them.
+            let pending = events
+            for (let tries = 0; tries < 100 && pending > 0; tries++) {
+              const rows = yield* sql<Array<{ n: number }>>((q) => q`SELECT count(*)::int AS n FROM webhook_deliveries WHERE state <> 'succeeded'`)
+              pending = rows[0]?.n ?? 0
+              if (pending > 0) yield* Effect.sleep("50 millis")
+            }
+            yield* Effect.promise(() => stopAll(pool))
+            if (handled - handledBefore !== events || pending !== 0) {
+              throw new Error(`expected ${events} events handled and every delivery succeeded, got ${handled - handledBefore} and ${pending} not succeeded`)
+            }
+            results.push({
+              workers,
+              events,
+              seconds: Number(seconds.toFixed(2)),
+              deliveriesPerSecond: Math.round(events / seconds),
+              duplicates: requests - requestsBefore - events
+            })
+          } finally {
+            yield* Effect.promise(() => stopAll(pool))
+          }
+        }
+      })
+    )
+  ).finally(() => receiver.close())
+
+  const report = {
+    at: new Date().toISOString(),
+    cores: availableParallelism(),
+    receiver: "loopback, receiver kit, in-memory idempotency store (the bench process)",
+    workers: "pnpm cli webhooks worker processes, default settings",
+    results
   }
-  const report = { at: new Date().toISOString(), receiver: "loopback, receiver kit, in-memory idempotency store", results }
   writeFileSync(new URL("./webhook-deliveries.json", import.meta.url), `${JSON.stringify(report, null, 2)}\n`)
   for (const result of results) {
-    console.log(`webhook deliveries, ${result.workers} worker(s): ${result.deliveriesPerSecond}/s (${result.events} in ${result.seconds} s)`)
+    console.log(
+      `webhook deliveries, ${result.workers} worker(s): ${result.deliveriesPerSecond}/s (${result.events} in ${result.seconds} s, ${result.duplicates} duplicates)`
+    )
   }
 }
 

@@ -1,4 +1,4 @@
-import { serializeWebhookEvent, type WebhookDeliveryId } from "@clinical-api/domain"
+import { serializeWebhookEvent, type WebhookDeliveryId, WebhookDeliveryQueue } from "@clinical-api/domain"
 import { PgClient, WebhookOperatorStore } from "@clinical-api/storage-adapter"
 import {
   type DeliveryWorkerOptions,
@@ -210,6 +210,48 @@ if (adminUrl === "") {
         expect(shown.attempts.map((a) => a.responseStatus)).toEqual([200])
         // And nothing more is ever sent for it.
         expect(yield* runDeliveryPass(worker())).toMatchObject({ attempts: 0 })
+        yield* Effect.promise(() => receiver.close())
+      }).pipe(Effect.provide(webhookStack())))
+
+    it.live("a worker that dies mid-batch (its sends answered, none recorded) loses no event: after the lease another worker delivers each, the kit handles each once", () =>
+      Effect.gen(function* () {
+        const { organizationId, secret, subscriptionId } = yield* activeSubscription(yield* Effect.promise(() => closedPortUrl()))
+        const receiver = yield* Effect.promise(() => startReceiver({ secret }))
+        yield* setEndpoint(subscriptionId, receiver.url)
+        const published = yield* Effect.forEach(Array.from({ length: 12 }), () => publishOne(organizationId), { concurrency: 4 })
+        // The first worker's record never completes, as when its process dies between the
+        // answers and the batch's record: its claimed batch stays leased.
+        const queue = yield* WebhookDeliveryQueue
+        const dying = runDeliveryWorker(worker({ concurrency: 8, leaseMs: 1500 })).pipe(
+          Effect.provideService(WebhookDeliveryQueue, WebhookDeliveryQueue.of({ lease: queue.lease, recordAttempts: () => Effect.never }))
+        )
+        const first = yield* Effect.forkChild(dying)
+        yield* eventually(Effect.sync(() => (receiver.handled.size === 8 ? true : undefined)), 10_000, "the first batch to be answered")
+        yield* Fiber.interrupt(first)
+        const states = yield* Effect.map(deliveriesOf(subscriptionId), (deliveries) => deliveries.map((d) => d.state).toSorted())
+        expect(states).toEqual([...Array(4).fill("pending"), ...Array(8).fill("sending")])
+
+        const reclaimed: Array<boolean> = []
+        const second = yield* Effect.forkChild(
+          runDeliveryWorker(worker({ concurrency: 8, onAttempt: (report) => Effect.sync(() => void reclaimed.push(report.reclaimedStale)) }))
+        )
+        yield* eventually(
+          Effect.map(deliveriesOf(subscriptionId), (deliveries) => (deliveries.every((d) => d.state === "succeeded") ? true : undefined)),
+          15_000,
+          "every delivery to succeed"
+        )
+        yield* Fiber.interrupt(second)
+        expect(reclaimed.filter((stale) => stale)).toHaveLength(8)
+        expect(reclaimed).toHaveLength(12)
+        expect(receiver.handled.size).toBe(12)
+        expect([...receiver.handled.values()].every((runs) => runs === 1)).toBe(true)
+        expect(new Set(receiver.handled.keys())).toEqual(new Set(published.map((p) => p.event.id)))
+        // Each reclaimed delivery shows the cut-off attempt and the one that succeeded.
+        for (const delivery of yield* deliveriesOf(subscriptionId)) {
+          const shown = yield* showDelivery(delivery.deliveryId)
+          const attempts = shown.attempts.map((a) => [a.errorClass ?? a.responseStatus])
+          expect([[[200]], [["lease_expired"], [200]]]).toContainEqual(attempts)
+        }
         yield* Effect.promise(() => receiver.close())
       }).pipe(Effect.provide(webhookStack())))
 

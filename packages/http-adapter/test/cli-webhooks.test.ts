@@ -373,6 +373,57 @@ if (adminUrl === "") {
       expect(jsonLines(second.stdout())[0]).toMatchObject({ reclaimed_stale: true, response_status: 200 })
     }, 90_000)
 
+    it("a worker killed with SIGKILL with a whole batch in flight: no event lost, the batch taken again after its lease, each handled once", async () => {
+      let entered = 0
+      let release: () => void = () => undefined
+      const held = new Promise<void>((resolve) => (release = resolve))
+      const { organizationId, receiver, subscriptionId } = await newSubscription(async () => {
+        entered++
+        await held
+      })
+      const events = 16
+      await onStore(
+        database,
+        WebhookOutbox.use((outbox) =>
+          Effect.forEach(
+            Array.from({ length: events }, (_, index) => index),
+            (index) =>
+              outbox.publishTranscriptReady({
+                eventId: WebhookEventId.make(unique("evt")),
+                organizationId,
+                encounterId: EncounterId.make(`enc_batch_${index}`),
+                documentId: DocumentId.make(`doc_batch_${index}`),
+                occurredAt: new Date()
+              }),
+            { discard: true }
+          )
+        )
+      )
+      const knobs = { ...workerKnobs, WEBHOOK_LEASE_MS: "2000" }
+      const first = spawnWorker(database, ["--concurrency", "8"], knobs)
+      workers.push(first)
+      // One claim of 8: the whole batch is in the receiver's hands, none answered yet.
+      await waitUntil(() => entered === 8, 30_000, "the first worker's batch to reach the business handler")
+      first.child.kill("SIGKILL")
+      expect(await first.exited).toBeNull()
+      expect(await states(subscriptionId)).toEqual({ pending: 8, sending: 8 })
+      release()
+
+      const second = spawnWorker(database, ["--concurrency", "8"], knobs)
+      workers.push(second)
+      await waitUntil(async () => (await states(subscriptionId))["succeeded"] === events, 30_000, "every delivery to succeed")
+      second.child.kill("SIGTERM")
+      await second.exited
+
+      expect(receiver.handled.size).toBe(events)
+      expect([...receiver.handled.values()].every((runs) => runs === 1)).toBe(true)
+      expect(receiver.received).toHaveLength(events + 8)
+      const reports = jsonLines(second.stdout())
+      expect(reports).toHaveLength(events)
+      expect(reports.filter((report) => report["reclaimed_stale"] === true)).toHaveLength(8)
+      expect(reports.every((report) => report["response_status"] === 200)).toBe(true)
+    }, 90_000)
+
     it("two workers in two processes on 1,000 events: every event delivered, duplicates counted (at least once, no loss)", async () => {
       const { organizationId, receiver, subscriptionId } = await newSubscription()
       const events = 1000

@@ -1,5 +1,7 @@
 import { randomBytes } from "node:crypto"
 import {
+  type DeliveryAttemptResult,
+  type DeliveryStep,
   DocumentId,
   EncounterId,
   IdGenerator,
@@ -93,10 +95,12 @@ const sql = <A>(query: (sql: Sql) => Promise<A>) =>
 const leaseAll = (workerId: string, now: Date, leaseMs = minute, limit = 100) =>
   Effect.flatMap(WebhookDeliveryQueue, (queue) => queue.lease({ workerId, now, limit, leaseMs }))
 
+/** Records one attempt (the queue records a batch in one statement). */
+const recordOne = (delivery: LeasedDelivery, result: DeliveryAttemptResult, step: DeliveryStep) =>
+  Effect.flatMap(WebhookDeliveryQueue, (queue) => queue.recordAttempts([{ delivery, result, step }])).pipe(Effect.map((recorded) => recorded[0]))
+
 const succeed = (delivery: LeasedDelivery, at: Date) =>
-  Effect.flatMap(WebhookDeliveryQueue, (queue) =>
-    queue.recordAttempt(delivery, { outcome: { _tag: "Response", status: 204 }, finishedAt: at, durationMs: 5 }, { _tag: "Succeeded" })
-  )
+  recordOne(delivery, { outcome: { _tag: "Response", status: 204 }, finishedAt: at, durationMs: 5 }, { _tag: "Succeeded" })
 
 if (databaseUrl === undefined || databaseUrl === "") {
   console.warn("Skipping the webhook store tests: set DATABASE_URL (e.g. postgres://postgres@127.0.0.1:5432/postgres)")
@@ -310,6 +314,57 @@ if (databaseUrl === undefined || databaseUrl === "") {
         expect(shown.attempts.map((a) => [a.attemptNumber, a.workerId])).toEqual([[1, "crashed"], [2, "other"]])
       }))
 
+    it.effect("a batch of results is recorded at once: each delivery its own step; the result of a lease lost meanwhile is an attempt only", () =>
+      Effect.gen(function* () {
+        const organizationId = yield* newOrganization
+        const { subscriptionId } = yield* activeSubscription(organizationId)
+        yield* Effect.forEach(Array.from({ length: 4 }), () => publish(organizationId), { discard: true })
+        const queue = yield* WebhookDeliveryQueue
+        const store = yield* WebhookOperatorStore
+        const t0 = new Date(Date.now() + 1000)
+        const batch = (yield* queue.lease({ workerId: "batcher", now: t0, limit: 100, leaseMs: 2000 })).filter((d) => d.subscriptionId === subscriptionId)
+        expect(batch.map((d) => [d.attemptNumber, d.leaseOwner])).toEqual(Array(4).fill([1, "batcher"]))
+        const [succeeded, retried, failed, lost] = batch
+        if (succeeded === undefined || retried === undefined || failed === undefined || lost === undefined) throw new Error("expected 4 leases")
+        // The batch outlived its lease and another worker took one of its deliveries.
+        const after = new Date(t0.getTime() + 2000)
+        const taken = yield* queue.lease({ workerId: "other", now: after, limit: 1, leaseMs: minute, deliveryId: lost.deliveryId })
+        expect(taken.map((d) => [d.attemptNumber, d.reclaimedStale])).toEqual([[2, true]])
+        const retryAt = new Date(t0.getTime() + minute)
+        const recorded = yield* queue.recordAttempts([
+          { delivery: succeeded, result: { outcome: { _tag: "Response", status: 200 }, finishedAt: after, durationMs: 4 }, step: { _tag: "Succeeded" } },
+          {
+            delivery: retried,
+            result: { outcome: { _tag: "NetworkError", errorClass: "timeout" }, finishedAt: after, durationMs: 1500 },
+            step: { _tag: "Retry", at: retryAt, delayMs: minute }
+          },
+          {
+            delivery: failed,
+            result: { outcome: { _tag: "Response", status: 404 }, finishedAt: after, durationMs: 4 },
+            step: { _tag: "Failed", reason: "terminal_status" }
+          },
+          { delivery: lost, result: { outcome: { _tag: "Response", status: 200 }, finishedAt: after, durationMs: 4 }, step: { _tag: "Succeeded" } }
+        ])
+        expect(recorded).toEqual([
+          { _tag: "Written", state: "succeeded" },
+          { _tag: "Written", state: "pending" },
+          { _tag: "Written", state: "failed" },
+          { _tag: "LeaseLost" }
+        ])
+        const shown = (delivery: LeasedDelivery) => store.showDelivery(delivery.deliveryId)
+        const attempts = (delivery: LeasedDelivery) =>
+          Effect.map(shown(delivery), (s) => s.attempts.map((a) => [a.attemptNumber, a.responseStatus, a.errorClass, a.durationMs]))
+        expect((yield* shown(succeeded)).delivery).toMatchObject({ state: "succeeded", lastResponseStatus: 200 })
+        expect(yield* attempts(succeeded)).toEqual([[1, 200, null, 4]])
+        expect((yield* shown(retried)).delivery).toMatchObject({ state: "pending", nextAttemptAt: retryAt, lastErrorClass: "timeout" })
+        expect(yield* attempts(retried)).toEqual([[1, null, "timeout", 1500]])
+        expect((yield* shown(failed)).delivery).toMatchObject({ state: "failed", failureReason: "terminal_status", lastResponseStatus: 404 })
+        // The lost one: its attempt 1 is recorded, the delivery stays with the worker that took it.
+        expect((yield* shown(lost)).delivery).toMatchObject({ state: "sending", attemptCount: 2 })
+        expect(yield* attempts(lost)).toEqual([[1, 200, null, 4], [2, null, null, null]])
+        for (const delivery of taken) yield* succeed(delivery, after)
+      }))
+
     it.effect("a stale delivery whose last allowed attempt was cut off is failed, not retried forever", () =>
       Effect.gen(function* () {
         const organizationId = yield* newOrganization
@@ -331,12 +386,11 @@ if (databaseUrl === undefined || databaseUrl === "") {
         const { subscriptionId } = yield* activeSubscription(organizationId)
         yield* publish(organizationId)
         const store = yield* WebhookOperatorStore
-        const queue = yield* WebhookDeliveryQueue
         const t0 = new Date(Date.now() + 1000)
         const first = (yield* leaseAll("w", t0)).find((d) => d.subscriptionId === subscriptionId)
         if (first === undefined) throw new Error("expected a lease")
         const retryAt = new Date(t0.getTime() + 5000)
-        const retried = yield* queue.recordAttempt(
+        const retried = yield* recordOne(
           first,
           { outcome: { _tag: "Response", status: 503 }, finishedAt: t0, durationMs: 3 },
           { _tag: "Retry", at: retryAt, delayMs: 5000 }
@@ -347,7 +401,7 @@ if (databaseUrl === undefined || databaseUrl === "") {
         const second = (yield* leaseAll("w", retryAt)).find((d) => d.subscriptionId === subscriptionId)
         if (second === undefined) throw new Error("expected a lease")
         expect(second.scheduleAttemptNumber).toBe(2)
-        yield* queue.recordAttempt(
+        yield* recordOne(
           second,
           { outcome: { _tag: "Response", status: 404 }, finishedAt: retryAt, durationMs: 3 },
           { _tag: "Failed", reason: "terminal_status" }

@@ -8,6 +8,7 @@ import {
   buildSignedDelivery,
   classifyNetworkError,
   deliverWebhook,
+  makeDeliveryAgents,
   makeIdempotencyStoreMemory,
   makeWebhookRequestHandler,
   signStoredDelivery,
@@ -234,6 +235,65 @@ describe("deliverWebhook (real HTTP on loopback)", () => {
       const wrongSecret = buildSignedDelivery({ event, deliveryId: "dlv_a", secret: newSecret(), now: new Date() })
       expect(yield* deliverWebhook({ url: receiver.url, ...wrongSecret })).toEqual({ _tag: "Response", status: 401 })
       expect(calls).toBe(1)
+    }))
+})
+
+describe("deliverWebhook with keep-alive agents (a worker's connection pool)", () => {
+  /** A receiver counting connections; `onRequest` may answer or drop the connection. */
+  const countingServer = async (onRequest: (req: http.IncomingMessage, res: http.ServerResponse, served: number) => void) => {
+    const state = { connections: 0, requests: 0 }
+    const server = http.createServer((req, res) => {
+      state.requests++
+      req.resume()
+      req.on("end", () => onRequest(req, res, state.requests))
+    })
+    server.on("connection", () => state.connections++)
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
+    servers.push({
+      url: "",
+      port: 0,
+      close: () =>
+        new Promise<void>((done) => {
+          server.close(() => done())
+          server.closeAllConnections()
+        })
+    })
+    return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`, state }
+  }
+
+  it.effect("consecutive attempts to one endpoint share one connection; without agents each has its own", () =>
+    Effect.gen(function* () {
+      const pooled = yield* Effect.promise(() => countingServer((_req, res) => res.writeHead(204).end()))
+      const agents = makeDeliveryAgents(4)
+      for (let index = 0; index < 3; index++) {
+        const { headers, rawBody } = signed()
+        expect(yield* deliverWebhook({ url: pooled.url, rawBody, headers, agents })).toEqual({ _tag: "Response", status: 204 })
+      }
+      agents.destroy()
+      expect(pooled.state).toEqual({ connections: 1, requests: 3 })
+
+      const fresh = yield* Effect.promise(() => countingServer((_req, res) => res.writeHead(204).end()))
+      for (let index = 0; index < 3; index++) {
+        const { headers, rawBody } = signed()
+        expect(yield* deliverWebhook({ url: fresh.url, rawBody, headers })).toEqual({ _tag: "Response", status: 204 })
+      }
+      expect(fresh.state).toEqual({ connections: 3, requests: 3 })
+    }))
+
+  it.effect("a pooled connection the receiver dropped before answering: sent again once on a fresh connection", () =>
+    Effect.gen(function* () {
+      // The second request arrives on the first request's kept-alive connection and is dropped
+      // unanswered, as a receiver closing an idle connection at that moment would.
+      const server = yield* Effect.promise(() =>
+        countingServer((req, res, served) => (served === 2 ? req.socket.destroy() : res.writeHead(200).end()))
+      )
+      const agents = makeDeliveryAgents(4)
+      const first = signed()
+      expect(yield* deliverWebhook({ url: server.url, rawBody: first.rawBody, headers: first.headers, agents })).toEqual({ _tag: "Response", status: 200 })
+      const second = signed()
+      expect(yield* deliverWebhook({ url: server.url, rawBody: second.rawBody, headers: second.headers, agents })).toEqual({ _tag: "Response", status: 200 })
+      agents.destroy()
+      expect(server.state).toEqual({ connections: 2, requests: 3 })
     }))
 })
 

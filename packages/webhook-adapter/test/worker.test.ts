@@ -40,11 +40,13 @@ const memoryQueue = (deliveries: Array<LeasedDelivery>) => {
           const next = deliveries.shift()
           return next === undefined ? [] : [next]
         }),
-      recordAttempt: (_delivery, result, step) =>
-        Effect.sync(() => {
-          calls.recorded.push({ result, step })
-          return { _tag: "Written", state: step._tag === "Succeeded" ? "succeeded" : step._tag === "Retry" ? "pending" : "failed" } as const
-        })
+      recordAttempts: (attempts) =>
+        Effect.sync(() =>
+          attempts.map(({ result, step }) => {
+            calls.recorded.push({ result, step })
+            return { _tag: "Written", state: step._tag === "Succeeded" ? "succeeded" : step._tag === "Retry" ? "pending" : "failed" } as const
+          })
+        )
     })
   )
   return { calls, layer }
@@ -153,6 +155,68 @@ describe("delivery worker: schedule, gate, address guard, configuration", () => 
       expect(calls.recorded[0]?.step).toEqual({ _tag: "Succeeded" })
       expect(calls.recorded[0]?.result.outcome).toEqual({ _tag: "Response", status: 200 })
       yield* Effect.promise(() => server.close())
+    }))
+
+  it.live("batches: one lease claims as many deliveries as there are free slots, at most `concurrency` are in flight, results are recorded in batches", () =>
+    Effect.gen(function* () {
+      const secret = generateSigningSecret(randomBytes)
+      const flight = { now: 0, peak: 0 }
+      const server = yield* Effect.promise(() =>
+        startServer((req, res) => {
+          flight.now++
+          flight.peak = Math.max(flight.peak, flight.now)
+          req.resume()
+          req.on("end", () =>
+            setTimeout(() => {
+              flight.now--
+              res.writeHead(204).end()
+            }, 20)
+          )
+        })
+      )
+      const due = Array.from({ length: 20 }, (_, index): LeasedDelivery => {
+        const event = newEvent()
+        return {
+          deliveryId: WebhookDeliveryId.make(`dlv_batch_${index}`),
+          eventId: event.id,
+          subscriptionId: WebhookSubscriptionId.make("whs_batch"),
+          endpointUrl: `${server.url}/hook`,
+          rawBody: webhookEventBody(event),
+          signingSecret: Redacted.make(secret),
+          attemptNumber: 1,
+          scheduleAttemptNumber: 1,
+          maxAttempts: 8,
+          leaseOwner: "w",
+          leaseExpiresAt: new Date(Date.now() + 60_000),
+          reclaimedStale: false
+        }
+      })
+      const leaseLimits: Array<number> = []
+      const recordedBatches: Array<ReadonlyArray<string>> = []
+      const layer = Layer.succeed(
+        WebhookDeliveryQueue,
+        WebhookDeliveryQueue.of({
+          lease: (request) =>
+            Effect.sync(() => {
+              leaseLimits.push(request.limit)
+              return due.splice(0, request.limit)
+            }),
+          recordAttempts: (attempts) =>
+            Effect.sync(() => {
+              recordedBatches.push(attempts.map((attempt) => attempt.delivery.deliveryId))
+              return attempts.map(() => ({ _tag: "Written", state: "succeeded" }) as const)
+            })
+        })
+      )
+      const report = yield* runDeliveryPass({ runtime: "enabled", environment: "sandbox", concurrency: 8 }).pipe(Effect.provide(layer))
+      yield* Effect.promise(() => server.close())
+      expect(report).toEqual({ attempts: 20, succeeded: 20, retried: 0, failed: 0, leaseLost: 0 })
+      // The first claim fills every slot at once; later ones take what has been freed.
+      expect(leaseLimits[0]).toBe(8)
+      expect(leaseLimits.every((limit) => limit >= 1 && limit <= 8)).toBe(true)
+      expect(flight.peak).toBeLessThanOrEqual(8)
+      const recorded = recordedBatches.flat()
+      expect(recorded.toSorted()).toEqual(Array.from({ length: 20 }, (_, index) => `dlv_batch_${index}`).toSorted())
     }))
 
   it("the address guard refuses a host resolving to loopback in production (after DNS) and allows it in the sandbox", async () => {

@@ -60,6 +60,13 @@ export type RecordAttemptResult =
   | { readonly _tag: "Written"; readonly state: WebhookDeliveryState }
   | { readonly _tag: "LeaseLost" }
 
+/** One finished attempt of a leased delivery and the step that follows it. */
+export interface AttemptToRecord {
+  readonly delivery: LeasedDelivery
+  readonly result: DeliveryAttemptResult
+  readonly step: DeliveryStep
+}
+
 export interface LeaseRequest {
   readonly workerId: string
   readonly now: Date
@@ -83,13 +90,12 @@ export class WebhookDeliveryQueue extends Context.Service<WebhookDeliveryQueue, 
    */
   readonly lease: (request: LeaseRequest) => Effect.Effect<ReadonlyArray<LeasedDelivery>, StoreUnavailable>
   /**
-   * Records the attempt's result and, in the same transaction and only if the lease is still
-   * this one and the delivery still `sending`, applies `step`: `succeeded`, back to `pending`
-   * at the retry time, or `failed`.
+   * Records the results of attempts (a worker settles a batch at once), in one transaction:
+   * every attempt is recorded, and each delivery's `step` (`succeeded`, back to `pending` at the
+   * retry time, or `failed`) is applied only if its lease is still this one and it is still
+   * `sending`. The results are in the order of `attempts`.
    */
-  readonly recordAttempt: (
-    delivery: LeasedDelivery,
-    result: DeliveryAttemptResult,
-    step: DeliveryStep
-  ) => Effect.Effect<RecordAttemptResult, StoreUnavailable>
+  readonly recordAttempts: (
+    attempts: ReadonlyArray<AttemptToRecord>
+  ) => Effect.Effect<ReadonlyArray<RecordAttemptResult>, StoreUnavailable>
 }>()("@clinical-api/domain/WebhookDeliveryQueue") {}

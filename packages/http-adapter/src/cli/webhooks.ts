@@ -489,7 +489,7 @@ const workerCommand = Command.make(
     once: switchFlag("once", "Attempt what is due now, then exit (deliveries rescheduled for later are left)."),
     concurrency: Flag.Int("concurrency").pipe(
       Flag.optional,
-      Flag.withDescription("Deliveries in flight at once (default WEBHOOK_WORKER_CONCURRENCY, or 4).")
+      Flag.withDescription("Deliveries in flight at once, and the most one claim takes (default WEBHOOK_WORKER_CONCURRENCY, or 32).")
     )
   },
   (input) =>
@@ -522,7 +522,8 @@ const workerCommand = Command.make(
     })
 ).pipe(
   Command.withDescription(
-    "Run the delivery worker: lease due deliveries (FOR UPDATE SKIP LOCKED, 60 s lease), send them signed, record each attempt " +
+    "Run the delivery worker: lease due deliveries in batches (FOR UPDATE SKIP LOCKED, 60 s lease), send them signed over kept-alive " +
+      "connections, record the attempts in batches " +
       "(one JSON line each on stdout) and retry per the schedule. Refused unless WEBHOOK_RUNTIME=enabled: the runtime status " +
       "planned_not_generally_available sends nothing. Several workers in several processes share the work."
   )

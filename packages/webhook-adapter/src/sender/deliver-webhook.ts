@@ -70,7 +70,37 @@ export interface DeliverWebhookInput {
    * production (docs/webhooks.md); its error is classified like any DNS error.
    */
   readonly lookup?: LookupFunction
+  /**
+   * Keep-alive connection pools (`makeDeliveryAgents`) to reuse connections across attempts;
+   * without them each attempt opens a connection of its own and closes it.
+   */
+  readonly agents?: DeliveryAgents
 }
+
+export interface DeliveryAgents {
+  readonly http: http.Agent
+  readonly https: https.Agent
+  /** Closes every pooled connection. */
+  readonly destroy: () => void
+}
+
+/** A connection kept idle longer than this is closed (servers commonly drop idle ones after 5 s). */
+const IDLE_CONNECTION_MS = 4000
+
+/**
+ * Keep-alive pools for one worker: at most `maxSockets` connections per endpoint host (the
+ * worker's in-flight bound), idle ones closed after 4 s or the server's `Keep-Alive: timeout`
+ * hint, whichever is sooner. A pooled connection went to an address the guarded lookup
+ * checked when it was opened.
+ */
+export const makeDeliveryAgents = (maxSockets: number): DeliveryAgents => {
+  const options = { keepAlive: true, maxSockets, maxFreeSockets: maxSockets, timeout: IDLE_CONNECTION_MS, scheduling: "lifo" as const }
+  const agents = { http: new http.Agent(options), https: new https.Agent(options) }
+  return { ...agents, destroy: () => (agents.http.destroy(), agents.https.destroy()) }
+}
+
+/** A reused connection the server had already closed: the request never reached it. */
+const STALE_CONNECTION_CODES = new Set(["ECONNRESET", "EPIPE"])
 
 const DNS_CODES = new Set(["ENOTFOUND", "EAI_AGAIN", "EAI_FAIL", "EAI_NODATA", "EAI_NONAME", "EAI_SERVICE", "ENODATA"])
 const CONNECTION_CODES = new Set([
@@ -117,7 +147,9 @@ const networkError = (errorClass: NetworkErrorClass): DeliveryOutcome => ({ _tag
 
 /**
  * One delivery attempt: POST of the exact bytes with the signed headers, `Content-Type:
- * application/json` and the kit's `User-Agent`, on a fresh connection.
+ * application/json` and the kit's `User-Agent`, on a fresh connection or, with `agents`, a
+ * pooled keep-alive one (sent again once on a fresh connection if the pooled one turns out to
+ * have been closed by the server before any answer).
  *
  * - Redirects are not followed: a 3xx is the outcome, like any status (terminal).
  * - The response body is drained up to `RESPONSE_DRAIN_LIMIT_BYTES` and discarded, never kept;
@@ -151,51 +183,72 @@ export const deliverWebhook = (input: DeliverWebhookInput): Effect.Effect<Delive
     headers["Content-Type"] = "application/json"
     headers["Content-Length"] = input.rawBody.byteLength
     headers["User-Agent"] = WEBHOOK_USER_AGENT
-    headers["Connection"] = "close"
-
-    let req: http.ClientRequest
-    try {
-      req = transport.request(target, {
-        method: "POST",
-        headers,
-        agent: false,
-        ...(input.lookup === undefined ? {} : { lookup: input.lookup })
-      })
-    } catch {
-      // e.g. a header value Node refuses to send.
-      resume(Effect.succeed(networkError("other")))
-      return
-    }
+    if (input.agents === undefined) headers["Connection"] = "close"
+    const agent = input.agents === undefined ? false : target.protocol === "https:" ? input.agents.https : input.agents.http
 
     let settled = false
     let outcome: DeliveryOutcome | undefined
-    const finish = (result: DeliveryOutcome) => {
+    let req: http.ClientRequest | undefined
+    const finish = (result: DeliveryOutcome, keepConnection = false) => {
       if (settled) return
       settled = true
       clearTimeout(timer)
-      req.destroy()
+      // A fully read response leaves its connection to the pool; anything else closes it.
+      if (!keepConnection) req?.destroy()
       resume(Effect.succeed(result))
     }
     const timer = setTimeout(() => finish(outcome ?? networkError("timeout")), input.timeoutMs ?? WEBHOOK_ATTEMPT_TIMEOUT_MS)
 
-    req.on("response", (res) => {
-      const retryAfter = res.headers["retry-after"]
-      outcome = { _tag: "Response", status: res.statusCode ?? 0, ...(retryAfter === undefined ? {} : { retryAfter }) }
-      let drained = 0
-      res.on("data", (chunk: Buffer) => {
-        drained += chunk.length
-        if (drained > RESPONSE_DRAIN_LIMIT_BYTES && outcome !== undefined) finish(outcome)
+    const send = (pooled: http.Agent | false, mayResend: boolean) => {
+      let sent: http.ClientRequest
+      try {
+        sent = transport.request(target, {
+          method: "POST",
+          headers,
+          agent: pooled,
+          ...(input.lookup === undefined ? {} : { lookup: input.lookup })
+        })
+      } catch {
+        // e.g. a header value Node refuses to send.
+        finish(networkError("other"))
+        return
+      }
+      req = sent
+      sent.on("response", (res) => {
+        const retryAfter = res.headers["retry-after"]
+        outcome = { _tag: "Response", status: res.statusCode ?? 0, ...(retryAfter === undefined ? {} : { retryAfter }) }
+        let drained = 0
+        res.on("data", (chunk: Buffer) => {
+          drained += chunk.length
+          if (drained > RESPONSE_DRAIN_LIMIT_BYTES && outcome !== undefined) finish(outcome)
+        })
+        res.on("end", () => {
+          const ended = outcome
+          if (ended === undefined) return
+          // The pool takes the connection back just after the request's close event: resuming
+          // on the next tick lets an attempt that follows at once reuse it.
+          if (pooled === false) finish(ended)
+          else sent.once("close", () => process.nextTick(() => finish(ended, true)))
+        })
+        res.on("error", () => outcome !== undefined && finish(outcome))
+        res.on("aborted", () => outcome !== undefined && finish(outcome))
       })
-      res.on("end", () => outcome !== undefined && finish(outcome))
-      res.on("error", () => outcome !== undefined && finish(outcome))
-      res.on("aborted", () => outcome !== undefined && finish(outcome))
-    })
-    req.on("error", (error) => finish(outcome ?? networkError(classifyNetworkError(error))))
-    req.end(input.rawBody)
+      sent.on("error", (error) => {
+        if (settled || req !== sent) return
+        const code = typeof error === "object" && "code" in error ? String(error.code) : ""
+        if (outcome === undefined && mayResend && sent.reusedSocket && STALE_CONNECTION_CODES.has(code)) {
+          send(false, false)
+          return
+        }
+        finish(outcome ?? networkError(classifyNetworkError(error)))
+      })
+      sent.end(input.rawBody)
+    }
+    send(agent, agent !== false)
 
     return Effect.sync(() => {
       settled = true
       clearTimeout(timer)
-      req.destroy()
+      req?.destroy()
     })
   })

@@ -10,12 +10,19 @@ import { Config, Option, Result } from "effect"
 import { refine } from "../internal/config.js"
 
 /**
+ * Deliveries one worker keeps in flight. Claims and records are batched up to this size, so it
+ * sets how much one worker delivers (docs/performance.md, webhook deliveries).
+ */
+export const DEFAULT_WORKER_CONCURRENCY = 32
+
+/**
  * The delivery worker's configuration, from the environment:
  *
  * - `WEBHOOK_RUNTIME`: `planned_not_generally_available` (default: nothing is ever sent) or
  *   `enabled` (sandbox and testing).
  * - `PUBLIC_API_ENVIRONMENT`: `sandbox` (default) or `production`; the endpoint address rules.
- * - `WEBHOOK_WORKER_CONCURRENCY` (default 4) and `WEBHOOK_POLL_INTERVAL_MS` (default 1000).
+ * - `WEBHOOK_WORKER_CONCURRENCY` (default 32: deliveries in flight at once, and so the most one
+ *   claim takes) and `WEBHOOK_POLL_INTERVAL_MS` (default 1000).
  * - Test knobs, refused in production (whose schedule is docs/webhooks.md's, fixed):
  *   `WEBHOOK_LEASE_MS` (default 60000), `WEBHOOK_RETRY_DELAYS_MS` (comma-separated delays
  *   replacing 5 s, 5 min, ...), `WEBHOOK_ATTEMPT_TIMEOUT_MS` (default 15000).
@@ -54,7 +61,7 @@ const delayList = (name: string) =>
 export const webhookWorkerConfig: Config.Config<WebhookWorkerSettings> = Config.all({
   runtime: Config.Literals(WEBHOOK_RUNTIME_STATUSES, "WEBHOOK_RUNTIME").pipe(Config.withDefault(DEFAULT_WEBHOOK_RUNTIME)),
   environment: Config.Literals(["sandbox", "production"], "PUBLIC_API_ENVIRONMENT").pipe(Config.withDefault("sandbox")),
-  concurrency: positiveInteger("WEBHOOK_WORKER_CONCURRENCY", 256).pipe(Config.withDefault(4)),
+  concurrency: positiveInteger("WEBHOOK_WORKER_CONCURRENCY", 256).pipe(Config.withDefault(DEFAULT_WORKER_CONCURRENCY)),
   pollIntervalMs: positiveInteger("WEBHOOK_POLL_INTERVAL_MS", 60_000).pipe(Config.withDefault(1000)),
   leaseMs: Config.option(positiveInteger("WEBHOOK_LEASE_MS", 3_600_000)),
   retryDelaysMs: Config.option(delayList("WEBHOOK_RETRY_DELAYS_MS")),

@@ -2,6 +2,7 @@ import { randomBytes } from "node:crypto"
 import { hostname } from "node:os"
 import {
   type DeliveryAttemptErrorClass,
+  type DeliveryAttemptResult,
   type DeliveryOutcome,
   type DeliveryStep,
   type LeasedDelivery,
@@ -18,8 +19,9 @@ import {
   type WebhookEnvironment,
   type WebhookRuntimeStatus
 } from "@clinical-api/domain"
-import { Clock, Data, Duration, Effect, Ref, Result } from "effect"
-import { deliverWebhook, signStoredDelivery } from "../sender/deliver-webhook.js"
+import { Clock, Data, Duration, Effect, Latch, Queue, type Scope } from "effect"
+import { type DeliveryAgents, deliverWebhook, makeDeliveryAgents, signStoredDelivery } from "../sender/deliver-webhook.js"
+import { DEFAULT_WORKER_CONCURRENCY } from "./config.js"
 import { checkEndpointBeforeLookup, guardedLookup } from "./endpoint-guard.js"
 
 /** The runtime gate is closed: `WEBHOOK_RUNTIME` is not `enabled`, so nothing may be sent. */
@@ -41,7 +43,7 @@ export interface DeliveryWorkerOptions {
   readonly environment: WebhookEnvironment
   /** Unique per worker; a random one (host, pid, random) when omitted. */
   readonly workerId?: string
-  /** Deliveries in flight at once (default 4). */
+  /** Deliveries in flight at once, and so the most one claim takes (default 32). */
   readonly concurrency?: number
   /** 60 s by default (docs/webhooks.md); shorter in tests. */
   readonly leaseMs?: number
@@ -134,7 +136,7 @@ const resolve = (options: DeliveryWorkerOptions): Effect.Effect<ResolvedOptions,
     : Effect.succeed({
         workerId: options.workerId ?? newWorkerId(),
         environment: options.environment,
-        concurrency: Math.max(1, options.concurrency ?? 4),
+        concurrency: Math.max(1, options.concurrency ?? DEFAULT_WORKER_CONCURRENCY),
         leaseMs: options.leaseMs ?? WEBHOOK_LEASE_SECONDS * 1000,
         retryDelaysMs: options.retryDelaysMs,
         attemptTimeoutMs: options.attemptTimeoutMs ?? WEBHOOK_ATTEMPT_TIMEOUT_MS,
@@ -145,14 +147,20 @@ const resolve = (options: DeliveryWorkerOptions): Effect.Effect<ResolvedOptions,
           options.onAttempt === undefined ? Effect.void : Effect.catchCause(Effect.suspend(() => options.onAttempt?.(report) ?? Effect.void), () => Effect.void)
       })
 
+/** One attempt's end, before it is recorded. */
+interface FinishedAttempt {
+  readonly delivery: LeasedDelivery
+  readonly result: DeliveryAttemptResult
+  readonly step: DeliveryStep
+}
+
 /**
  * One attempt of a leased delivery: sign the stored bytes with a fresh timestamp (same body,
- * same `Service-Delivery-Id` every attempt), POST through the address guard, then record the
- * attempt and the next step. The queue writes the step only if the lease is still ours.
+ * same `Service-Delivery-Id` every attempt), POST through the address guard, and plan the next
+ * step. Never fails: every network error is an outcome.
  */
-const attemptDelivery = (delivery: LeasedDelivery, options: ResolvedOptions) =>
+const sendLeased = (delivery: LeasedDelivery, options: ResolvedOptions, agents: DeliveryAgents | undefined) =>
   Effect.gen(function* () {
-    const queue = yield* WebhookDeliveryQueue
     const startedAt = yield* currentDate
     const started = performance.now()
     let addressRefused = checkEndpointBeforeLookup(delivery.endpointUrl, options.environment).length > 0
@@ -174,7 +182,8 @@ const attemptDelivery = (delivery: LeasedDelivery, options: ResolvedOptions) =>
         timeoutMs: options.attemptTimeoutMs,
         lookup: guardedLookup(delivery.endpointUrl, options.environment, () => {
           addressRefused = true
-        })
+        }),
+        ...(agents === undefined ? {} : { agents })
       })
     }
     const durationMs = performance.now() - started
@@ -191,26 +200,29 @@ const attemptDelivery = (delivery: LeasedDelivery, options: ResolvedOptions) =>
       random: options.random,
       retryDelaysMs: options.retryDelaysMs
     })
-    const recorded = yield* queue.recordAttempt(
+    const finished: FinishedAttempt = {
       delivery,
-      { outcome, ...(errorClass === null ? {} : { errorClass }), finishedAt, durationMs },
+      result: { outcome, ...(errorClass === null ? {} : { errorClass }), finishedAt, durationMs },
       step
-    )
-    const report: AttemptReport = {
-      workerId: options.workerId,
-      deliveryId: delivery.deliveryId,
-      eventId: delivery.eventId,
-      attemptNumber: delivery.attemptNumber,
-      reclaimedStale: delivery.reclaimedStale,
-      status: outcome._tag === "Response" ? outcome.status : null,
-      errorClass,
-      durationMs: Math.round(durationMs),
-      step,
-      recorded
     }
-    yield* options.onAttempt(report)
-    return report
+    return finished
   }).pipe(Effect.withSpan("DeliveryWorker.attempt", { attributes: { deliveryId: delivery.deliveryId } }))
+
+const attemptReport = (workerId: string, finished: FinishedAttempt, recorded: RecordAttemptResult): AttemptReport => {
+  const { delivery, result, step } = finished
+  return {
+    workerId,
+    deliveryId: delivery.deliveryId,
+    eventId: delivery.eventId,
+    attemptNumber: delivery.attemptNumber,
+    reclaimedStale: delivery.reclaimedStale,
+    status: result.outcome._tag === "Response" ? result.outcome.status : null,
+    errorClass: result.errorClass ?? (result.outcome._tag === "NetworkError" ? result.outcome.errorClass : null),
+    durationMs: Math.round(result.durationMs),
+    step,
+    recorded
+  }
+}
 
 const emptyReport: PassReport = { attempts: 0, succeeded: 0, retried: 0, failed: 0, leaseLost: 0 }
 
@@ -222,38 +234,105 @@ const tally = (report: PassReport, attempt: AttemptReport): PassReport => ({
   leaseLost: report.leaseLost + (attempt.recorded._tag === "LeaseLost" ? 1 : 0)
 })
 
-/** Leases one due delivery and attempts it; `undefined` when nothing is due. */
-const leaseAndAttempt = (options: ResolvedOptions, deliveryId?: WebhookDeliveryId) =>
-  Effect.gen(function* () {
-    const queue = yield* WebhookDeliveryQueue
-    const now = yield* currentDate
-    const leased = yield* queue.lease({
-      workerId: options.workerId,
-      now,
-      limit: 1,
-      leaseMs: options.leaseMs,
-      ...(deliveryId === undefined ? {} : { deliveryId })
+const keepAliveAgents = (maxSockets: number) =>
+  Effect.acquireRelease(
+    Effect.sync(() => makeDeliveryAgents(maxSockets)),
+    (agents) => Effect.sync(() => agents.destroy())
+  )
+
+const logStoreFailure = (failure: StoreUnavailable, workerId: string) =>
+  Effect.logWarning("webhook delivery worker: the store failed; retrying after the poll interval").pipe(
+    Effect.annotateLogs({ operation: failure.operation, workerId })
+  )
+
+/**
+ * The batched pipeline of one worker. It claims as many due deliveries as it has free slots
+ * (`concurrency` in flight at most) in one statement, sends each as soon as it is claimed over
+ * keep-alive connections, and records finished attempts in one statement per batch: what
+ * finished while the previous batch was being written. A slot is freed once its attempt is
+ * recorded, so nothing leased waits unsent and nothing sent waits unbounded for its record.
+ * `untilIdle` (a pass) returns once nothing is due and nothing is in flight, and fails on a
+ * store failure; otherwise the pipeline polls for ever and waits out store failures. An
+ * attempt that is never recorded (interruption, crash) leaves its delivery leased until the
+ * lease expires, and it is taken again then.
+ */
+const runPipeline = (options: ResolvedOptions, untilIdle: boolean, onRecorded: (report: AttemptReport) => void) =>
+  Effect.scoped(
+    Effect.gen(function* () {
+      const queue = yield* WebhookDeliveryQueue
+      const agents = yield* keepAliveAgents(options.concurrency)
+      const finishedAttempts = yield* Queue.unbounded<FinishedAttempt>()
+      const slotFreed = yield* Latch.make()
+      const idle = Effect.sleep(Duration.millis(options.pollIntervalMs))
+      let inFlight = 0
+
+      const writeBatch = (batch: ReadonlyArray<FinishedAttempt>): Effect.Effect<ReadonlyArray<RecordAttemptResult>, StoreUnavailable> =>
+        untilIdle
+          ? queue.recordAttempts(batch)
+          : Effect.catch(queue.recordAttempts(batch), (failure) =>
+              Effect.andThen(Effect.andThen(logStoreFailure(failure, options.workerId), idle), writeBatch(batch))
+            )
+      const recordBatch = (batch: ReadonlyArray<FinishedAttempt>) =>
+        Effect.gen(function* () {
+          const recorded = yield* writeBatch(batch)
+          for (const [index, finished] of batch.entries()) {
+            const report = attemptReport(options.workerId, finished, recorded[index] ?? { _tag: "LeaseLost" })
+            onRecorded(report)
+            yield* options.onAttempt(report)
+          }
+          inFlight -= batch.length
+          slotFreed.openUnsafe()
+        })
+      const recorder = Effect.forever(Effect.flatMap(Queue.takeAll(finishedAttempts), recordBatch))
+
+      const claim = (limit: number) =>
+        Effect.flatMap(currentDate, (now) => queue.lease({ workerId: options.workerId, now, limit, leaseMs: options.leaseMs }))
+      const waitForSlot = Latch.await(slotFreed).pipe(Effect.timeoutOption(Duration.millis(options.pollIntervalMs)))
+      const claimer: Effect.Effect<void, StoreUnavailable, Scope.Scope> = Effect.gen(function* () {
+        while (true) {
+          yield* Latch.close(slotFreed)
+          const free = options.concurrency - inFlight
+          if (free === 0) {
+            yield* waitForSlot
+            continue
+          }
+          const claimed = yield* claim(free).pipe(
+            Effect.catchIf(
+              () => !untilIdle,
+              (failure) => Effect.as(Effect.andThen(logStoreFailure(failure, options.workerId), idle), [])
+            )
+          )
+          inFlight += claimed.length
+          for (const delivery of claimed) {
+            yield* Effect.forkScoped(
+              Effect.flatMap(sendLeased(delivery, options, agents), (finished) => Queue.offer(finishedAttempts, finished))
+            )
+          }
+          if (claimed.length > 0) continue
+          if (inFlight > 0) yield* waitForSlot
+          else if (untilIdle) return
+          else yield* idle
+        }
+      })
+      yield* Effect.raceFirst(claimer, recorder)
     })
-    const delivery = leased[0]
-    return delivery === undefined ? undefined : yield* attemptDelivery(delivery, options)
-  })
+  )
 
 /**
  * Attempts what is due now and returns when nothing is left due (`worker --once`): deliveries
- * rescheduled for later are left for a later pass. `concurrency` deliveries are in flight at once.
+ * rescheduled for later are left for a later pass. At most `concurrency` deliveries are in
+ * flight at once; claims and records are batched (see the worker).
  */
 export const runDeliveryPass = (
   options: DeliveryWorkerOptions
 ): Effect.Effect<PassReport, WebhookRuntimeDisabled | StoreUnavailable, WebhookDeliveryQueue> =>
   Effect.gen(function* () {
     const resolved = yield* resolve(options)
-    const report = yield* Ref.make(emptyReport)
-    const drain: Effect.Effect<void, StoreUnavailable, WebhookDeliveryQueue> = Effect.flatMap(
-      leaseAndAttempt(resolved),
-      (attempt) => (attempt === undefined ? Effect.void : Effect.andThen(Ref.update(report, (r) => tally(r, attempt)), drain))
-    )
-    yield* Effect.all(Array.from({ length: resolved.concurrency }, () => drain), { concurrency: "unbounded", discard: true })
-    return yield* Ref.get(report)
+    let report = emptyReport
+    yield* runPipeline(resolved, true, (attempt) => {
+      report = tally(report, attempt)
+    })
+    return report
   })
 
 /**
@@ -264,32 +343,31 @@ export const attemptDeliveryNow = (
   deliveryId: WebhookDeliveryId,
   options: DeliveryWorkerOptions
 ): Effect.Effect<AttemptReport | undefined, WebhookRuntimeDisabled | StoreUnavailable, WebhookDeliveryQueue> =>
-  Effect.flatMap(resolve(options), (resolved) => leaseAndAttempt(resolved, deliveryId))
+  Effect.gen(function* () {
+    const resolved = yield* resolve(options)
+    const queue = yield* WebhookDeliveryQueue
+    const now = yield* currentDate
+    const [delivery] = yield* queue.lease({ workerId: resolved.workerId, now, limit: 1, leaseMs: resolved.leaseMs, deliveryId })
+    if (delivery === undefined) return undefined
+    const finished = yield* sendLeased(delivery, resolved, undefined)
+    const [recorded] = yield* queue.recordAttempts([finished])
+    const report = attemptReport(resolved.workerId, finished, recorded ?? { _tag: "LeaseLost" })
+    yield* resolved.onAttempt(report)
+    return report
+  })
 
 /**
- * The delivery worker: `concurrency` loops that each lease one due delivery at a time (pending
- * and due, or stale), attempt it and record the result, and wait `pollIntervalMs` when nothing
- * is due. A store failure is logged and waited out, never fatal. Runs until interrupted
- * (SIGINT/SIGTERM in the CLI); an attempt in flight when interrupted is taken again after its lease.
+ * The delivery worker: claims due deliveries (pending and due, or stale) in batches, keeps up
+ * to `concurrency` in flight over keep-alive connections, records their results in batches,
+ * and polls every `pollIntervalMs` when nothing is due. A store failure is logged and waited
+ * out, never fatal. Runs until interrupted (SIGINT/SIGTERM in the CLI); an attempt in flight
+ * or not yet recorded when interrupted is taken again after its lease.
  */
 export const runDeliveryWorker = (
   options: DeliveryWorkerOptions
 ): Effect.Effect<never, WebhookRuntimeDisabled, WebhookDeliveryQueue> =>
   Effect.gen(function* () {
     const resolved = yield* resolve(options)
-    const idle = Effect.sleep(Duration.millis(resolved.pollIntervalMs))
-    const loop = Effect.forever(
-      Effect.flatMap(Effect.result(leaseAndAttempt(resolved)), (result) => {
-        if (Result.isSuccess(result)) return result.success === undefined ? idle : Effect.void
-        return Effect.andThen(
-          Effect.logWarning("webhook delivery worker: the store failed; retrying after the poll interval").pipe(
-            Effect.annotateLogs({ operation: result.failure.operation, workerId: resolved.workerId })
-          ),
-          idle
-        )
-      })
-    )
-    return yield* Effect.all(Array.from({ length: resolved.concurrency }, () => loop), { concurrency: "unbounded" }).pipe(
-      Effect.andThen(Effect.never)
-    )
+    yield* Effect.orDie(runPipeline(resolved, false, () => undefined))
+    return yield* Effect.never
   })
