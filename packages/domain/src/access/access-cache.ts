@@ -48,8 +48,17 @@ const cachedFound = <K, A, E>(
           if (oldest.done !== true) recent.delete(oldest.value)
         }
       }
+      // `Cache` counts its time to live from when a lookup answered: an entry it still holds may
+      // have been read more than the time to live ago (a slow lookup), and is then read again.
+      const fresh = (key: K) =>
+        Effect.flatMap(Cache.get(cache, key), (entry) =>
+          Effect.clockWith((clock) =>
+            clock.currentTimeMillisUnsafe() <= entry.startedAt + timeToLiveMillis
+              ? Effect.succeed(entry)
+              : Effect.andThen(Cache.invalidate(cache, key), Cache.get(cache, key))
+          ))
       const load = (key: K): Effect.Effect<Option.Option<A>, E> =>
-        Cache.get(cache, key).pipe(
+        fresh(key).pipe(
           Effect.onExit((exit) => {
             if (Exit.isSuccess(exit) && Option.isSome(exit.value.found)) {
               remember(key, exit.value.found, exit.value.startedAt + timeToLiveMillis)

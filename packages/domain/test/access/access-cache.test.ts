@@ -1,6 +1,6 @@
 import { createHmac } from "node:crypto"
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Layer, Option, Redacted } from "effect"
+import { Effect, Fiber, Layer, Option, Redacted } from "effect"
 import { TestClock } from "effect/testing"
 import { AccessCacheLayer } from "../../src/access/access-cache.js"
 import { AccessPolicy, AccessPolicyLive } from "../../src/access/access-policy.js"
@@ -37,6 +37,8 @@ const mutableStores = () => {
     } as ApiKeyRecord,
     organization: { organizationId: ORG, name: "Org One", approved: true, enabledRoutes: OPERATIONS } as OrganizationRecord,
     down: false,
+    /** How long a key lookup takes: it reads the key when it starts, as a database snapshot would. */
+    keyLookupMillis: 0,
     keyCalls: 0,
     organizationCalls: 0
   }
@@ -47,7 +49,8 @@ const mutableStores = () => {
         Effect.suspend(() => {
           state.keyCalls++
           if (state.down) return unavailable("findByDigest")
-          return Effect.succeed(digest === digestOf(TOKEN) ? Option.some(state.key) : Option.none())
+          const found = digest === digestOf(TOKEN) ? Option.some(state.key) : Option.none()
+          return state.keyLookupMillis === 0 ? Effect.succeed(found) : Effect.as(Effect.sleep(state.keyLookupMillis), found)
         })
     }),
     Layer.succeed(OrganizationStore, {
@@ -105,6 +108,21 @@ describe("AccessCacheLayer (key and organization lookups, 5 s)", () => {
       yield* TestClock.adjust("5001 millis")
       expect(yield* outcome(TOKEN)).toBe("route_not_allowed")
       expect(yield* outcome(TOKEN, "listPublicEncounters")).toBe("allowed")
+    }).pipe(Effect.provide(policyWithCache(layer, 5)))
+  })
+
+  it.effect("the bound runs from when the lookup started, not from when it answered: a slow lookup does not lengthen it", () => {
+    const { state, layer } = mutableStores()
+    return Effect.gen(function*() {
+      state.keyLookupMillis = 1000
+      const first = yield* Effect.forkChild(outcome(TOKEN))
+      yield* TestClock.adjust("1000 millis")
+      expect(yield* Fiber.join(first)).toBe("allowed")
+      state.keyLookupMillis = 0
+      state.key = { ...state.key, state: "revoked" }
+      // 5001 ms after the lookup read the key, 4001 ms after it answered.
+      yield* TestClock.adjust("4001 millis")
+      expect(yield* outcome(TOKEN)).toBe("revoked_key")
     }).pipe(Effect.provide(policyWithCache(layer, 5)))
   })
 
