@@ -1,10 +1,5 @@
-import { spawn, spawnSync } from "node:child_process"
-import { once } from "node:events"
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { Agent, createServer, get, type IncomingHttpHeaders, request, type Server } from "node:http"
-import { type AddressInfo, createServer as createNetServer } from "node:net"
-import { tmpdir } from "node:os"
-import { join } from "node:path"
+import type { AddressInfo } from "node:net"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import {
   createFreshDatabase,
@@ -14,6 +9,7 @@ import {
   type ServiceProcess,
   startServiceProcess
 } from "../scripts/service-process.js"
+import { haproxyInstalled, startHaproxy } from "./support/haproxy.js"
 
 /**
  * Two service processes on one PostgreSQL (DATABASE_URL) behind a small forwarder that does what
@@ -138,57 +134,6 @@ const issueKey = async (env: Readonly<Record<string, string>>) => {
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, Math.max(0, ms)))
-
-const haproxyInstalled = spawnSync("haproxy", ["-v"]).status === 0
-
-/** The sample configuration of docs/operations.md ("Scaling out"), with this test's addresses. */
-const haproxyConfiguration = (port: number, backendUrls: ReadonlyArray<string>): string => {
-  const operations = readFileSync(new URL("../../../docs/operations.md", import.meta.url), "utf8")
-  const sample = /```haproxy\n([\s\S]*?)```/.exec(operations)?.[1]
-  if (sample === undefined) throw new Error("docs/operations.md has no haproxy block")
-  let server = 0
-  return sample
-    .replace(/^(\s*bind )\S+/m, `$1127.0.0.1:${port}`)
-    .replace(/^(\s*server \S+ )\S+/gm, (_line, head: string) => `${head}${new URL(backendUrls[server++] ?? "").host}`)
-}
-
-const freePort = async (): Promise<number> => {
-  const server = createNetServer().listen(0, "127.0.0.1")
-  await once(server, "listening")
-  const { port } = server.address() as AddressInfo
-  await new Promise((resolve) => server.close(resolve))
-  return port
-}
-
-const startHaproxy = async (backendUrls: ReadonlyArray<string>) => {
-  const folder = mkdtempSync(join(tmpdir(), "replicas-haproxy-"))
-  const port = await freePort()
-  const configFile = join(folder, "haproxy.cfg")
-  writeFileSync(configFile, haproxyConfiguration(port, backendUrls))
-  const child = spawn("haproxy", ["-db", "-f", configFile], { stdio: ["ignore", "ignore", "pipe"] })
-  let stderr = ""
-  child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString("utf8")))
-  const exited = once(child, "exit")
-  const baseUrl = `http://127.0.0.1:${port}`
-  const deadline = Date.now() + 10_000
-  for (;;) {
-    try {
-      await fetchBytes(baseUrl, "/healthz")
-      break
-    } catch (error) {
-      if (child.exitCode !== null || Date.now() > deadline) throw new Error(`haproxy did not start: ${String(error)}\n${stderr}`)
-      await sleep(50)
-    }
-  }
-  return {
-    baseUrl,
-    stop: async () => {
-      if (child.exitCode === null) child.kill("SIGTERM")
-      await exited
-      rmSync(folder, { recursive: true, force: true })
-    }
-  }
-}
 
 describe.skipIf(databaseUrl === undefined || databaseUrl === "")("two replicas behind a load balancer stay consistent", () => {
   let database: FreshDatabase
