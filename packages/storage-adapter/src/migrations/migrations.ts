@@ -1,3 +1,4 @@
+import { disclosurePartitionsMigration } from "./disclosure-partitions.js"
 import { ledgerSealsMigration } from "./ledger-seals.js"
 
 /**
@@ -418,5 +419,6 @@ export const migrations: ReadonlyArray<Migration> = [
   { version: 6, name: "transcript_turns_json", sql: transcriptTurnsJson },
   { version: 7, name: "transcript_turns_servable", sql: transcriptTurnsServable },
   { version: 8, name: "disclosure_caller_request_id", sql: disclosureCallerRequestId },
-  ledgerSealsMigration
+  ledgerSealsMigration,
+  disclosurePartitionsMigration
 ]

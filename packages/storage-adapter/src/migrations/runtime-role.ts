@@ -26,6 +26,8 @@ export const runtimePrivileges: ReadonlyArray<readonly [table: string, privilege
   ["disclosure_events", "SELECT, INSERT"],
   // The sealer (docs/ledger.md) appends seals; a seal is never changed.
   ["disclosure_seals", "SELECT, INSERT"],
+  // What disclosures archive took out of the database (migration 10): verify reads it.
+  ["disclosure_archives", "SELECT"],
   ["webhook_subscriptions", "SELECT"],
   ["webhook_subscription_revisions", "SELECT"],
   ["webhook_signing_secrets", "SELECT"],
@@ -83,7 +85,13 @@ export const grantRuntimeRole = (role: string): Effect.Effect<void, RuntimeRoleR
       `GRANT USAGE ON SCHEMA public TO ${quoted}`,
       // Identity columns need none; a sequence-backed default would need USAGE (nextval, never setval).
       `GRANT USAGE ON ALL SEQUENCES IN SCHEMA public TO ${quoted}`,
-      ...runtimePrivileges.map(([table, privileges]) => `GRANT ${privileges} ON ${table} TO ${quoted}`)
+      ...runtimePrivileges.map(([table, privileges]) => `GRANT ${privileges} ON ${table} TO ${quoted}`),
+      // The sealer makes the ledger's monthly partitions ahead (migration 10): the function is the owner's.
+      `DO $$ BEGIN
+         IF to_regprocedure('disclosure_events_ensure_partitions(timestamptz)') IS NOT NULL THEN
+           GRANT EXECUTE ON FUNCTION disclosure_events_ensure_partitions(timestamptz) TO ${quoted};
+         END IF;
+       END $$`
     ]
     yield* client.run("migrate.runtimeRole.grant", (sql) => sql.unsafe(statements.join(";\n")).simple())
   })
