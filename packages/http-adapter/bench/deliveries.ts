@@ -3,14 +3,15 @@
  * in-memory idempotency store, in this process) with 1, 2, 4 and 8 workers, each a
  * `pnpm cli webhooks worker` process with its default settings (WEBHOOK_WORKER_CONCURRENCY),
  * on a fresh PostgreSQL database (DATABASE_URL's server, or the local one; created and dropped
- * here). For each count the events are published first and held back (not yet due) until every
- * worker is up; the clock runs from releasing them to the last one handled by the receiver.
- * Part of `pnpm bench`; writes bench/webhook-deliveries.json.
+ * here). For each count the events are published first and held back (their subscription
+ * disabled) until every worker is up; the clock runs from releasing them to the last one handled
+ * by the receiver. Also reports the CPU time per delivery of the workers, the receiver and the
+ * database's backends (from /proc). Part of `pnpm bench`; writes bench/webhook-deliveries.json.
  *
- * BENCH_WEBHOOK_EVENTS (default 3000), BENCH_WEBHOOK_WORKERS (default 1,2,4,8).
+ * BENCH_WEBHOOK_EVENTS (default 5000), BENCH_WEBHOOK_WORKERS (default 1,2,4,8).
  */
 import { type ChildProcess, spawn } from "node:child_process"
-import { writeFileSync } from "node:fs"
+import { readFileSync, writeFileSync } from "node:fs"
 import * as http from "node:http"
 import type { AddressInfo } from "node:net"
 import { availableParallelism } from "node:os"
@@ -22,7 +23,7 @@ import { Effect, Layer } from "effect"
 import { activeSubscription, publishOne, webhookStackOn } from "../test/cli-webhooks-support.js"
 
 const adminUrl = process.env["DATABASE_URL"]?.trim() || "postgres://postgres@127.0.0.1:5432/postgres"
-const events = Number(process.env["BENCH_WEBHOOK_EVENTS"] ?? 3000)
+const events = Number(process.env["BENCH_WEBHOOK_EVENTS"] ?? 5000)
 const workerCounts = (process.env["BENCH_WEBHOOK_WORKERS"] ?? "1,2,4,8").split(",").map(Number)
 const workspaceRoot = fileURLToPath(new URL("../../../", import.meta.url))
 const cliEntry = "packages/http-adapter/scripts/cli.mjs"
@@ -34,6 +35,19 @@ interface Result {
   readonly deliveriesPerSecond: number
   /** Requests the receiver got beyond one per event (at least once allows them). */
   readonly duplicates: number
+  /** CPU time per delivery, in ms, of the worker processes, the receiver and the database's backends. */
+  readonly cpuMsPerDelivery: { readonly workers: number; readonly receiver: number; readonly postgres: number }
+}
+
+/** CPU seconds (user + system) a process has used so far, from /proc; 0 where there is no /proc. */
+const cpuSecondsOf = (pid: number | undefined): number => {
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]?.split(" ") ?? []
+    // utime and stime are fields 14 and 15 of stat(5), in clock ticks (100 per second on Linux).
+    return (Number(fields[11]) + Number(fields[12])) / 100
+  } catch {
+    return 0
+  }
 }
 
 const spawnWorker = (databaseUrl: string) => {
@@ -103,21 +117,36 @@ const main = async () => {
             })
         })
         for (const workers of workerCounts) {
-          // Held back until every worker is up, so that none starts ahead of the others.
+          // Held back until every worker is up, so that none starts ahead of the others: the
+          // subscription is disabled (directly, nothing is cancelled) and enabled at the start.
           yield* Effect.provide(
             Effect.forEach(Array.from({ length: events }), () => publishOne(organizationId), { concurrency: 8, discard: true }),
             context
           )
-          yield* sql((q) => q`UPDATE webhook_deliveries SET next_attempt_at = 'infinity' WHERE state = 'pending'`)
+          // A disabled subscription's deliveries are not claimed; the previous round's dead rows
+          // are vacuumed away, so every round starts alike.
+          yield* sql((q) => q`UPDATE webhook_subscriptions SET state = 'disabled'`)
+          yield* sql((q) => q`VACUUM ANALYZE webhook_deliveries, webhook_delivery_attempts`)
           const pool = Array.from({ length: workers }, () => spawnWorker(database.url))
           try {
             yield* Effect.promise(() => Promise.all(pool.map((worker) => worker.ready)))
+            // Backends a worker opens after the release start from 0.
+            const backends = sql<Array<{ pid: number }>>((q) => q`SELECT pid FROM pg_stat_activity WHERE datname = current_database()`)
+            const backendsBefore = new Map((yield* backends).map((row) => [row.pid, cpuSecondsOf(row.pid)]))
+            const cpu = (postgresPids: ReadonlyArray<number>) => ({
+              workers: pool.reduce((sum, worker) => sum + cpuSecondsOf(worker.child.pid), 0),
+              receiver: (process.cpuUsage().user + process.cpuUsage().system) / 1e6,
+              postgres: postgresPids.reduce((sum, pid) => sum + cpuSecondsOf(pid) - (backendsBefore.get(pid) ?? 0), 0)
+            })
             const handledBefore = handled
             const requestsBefore = requests
+            const cpuBefore = cpu([])
             const started = performance.now()
-            yield* sql((q) => q`UPDATE webhook_deliveries SET next_attempt_at = now() WHERE state = 'pending'`)
+            yield* sql((q) => q`UPDATE webhook_subscriptions SET state = 'active'`)
             yield* Effect.promise(() => allHandled(handledBefore + events))
             const seconds = (lastHandledAt - started) / 1000
+            const cpuAfter = cpu((yield* backends).map((row) => row.pid))
+            const perDelivery = (key: keyof typeof cpuAfter) => Number((((cpuAfter[key] - cpuBefore[key]) * 1000) / events).toFixed(2))
             // The last results are recorded a moment after the receiver handled them.
             let pending = events
             for (let tries = 0; tries < 100 && pending > 0; tries++) {
@@ -134,7 +163,8 @@ const main = async () => {
               events,
               seconds: Number(seconds.toFixed(2)),
               deliveriesPerSecond: Math.round(events / seconds),
-              duplicates: requests - requestsBefore - events
+              duplicates: requests - requestsBefore - events,
+              cpuMsPerDelivery: { workers: perDelivery("workers"), receiver: perDelivery("receiver"), postgres: perDelivery("postgres") }
             })
           } finally {
             yield* Effect.promise(() => stopAll(pool))
@@ -154,7 +184,9 @@ const main = async () => {
   writeFileSync(new URL("./webhook-deliveries.json", import.meta.url), `${JSON.stringify(report, null, 2)}\n`)
   for (const result of results) {
     console.log(
-      `webhook deliveries, ${result.workers} worker(s): ${result.deliveriesPerSecond}/s (${result.events} in ${result.seconds} s, ${result.duplicates} duplicates)`
+      `webhook deliveries, ${result.workers} worker(s): ${result.deliveriesPerSecond}/s (${result.events} in ${result.seconds} s, ` +
+        `${result.duplicates} duplicates; CPU ms per delivery: workers ${result.cpuMsPerDelivery.workers}, ` +
+        `receiver ${result.cpuMsPerDelivery.receiver}, PostgreSQL ${result.cpuMsPerDelivery.postgres})`
     )
   }
 }

@@ -87,7 +87,9 @@ export const makeWebhookDeliveryQueuePostgres = Effect.gen(function* () {
             LIMIT ${request.limit} - (SELECT count(*) FROM stale)
             FOR UPDATE OF d SKIP LOCKED
           ), due AS (
-            SELECT * FROM stale UNION ALL SELECT * FROM pending
+            -- The LIMIT changes nothing but the planner's estimate: without it, the update below
+            -- read the whole table (hash join) instead of 'limit' rows by primary key.
+            SELECT * FROM stale UNION ALL SELECT * FROM pending LIMIT ${request.limit}
           ), leased AS (
             UPDATE webhook_deliveries d
             SET state = 'sending', attempt_count = d.attempt_count + 1, lease_owner = ${workerId},
