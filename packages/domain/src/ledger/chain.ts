@@ -11,11 +11,18 @@ export interface LedgerFinding {
     | "event_removed"
     | "event_inserted"
     | "event_reordered"
+    | "archive_changed"
   readonly sealSequence: number | null
   readonly eventId: string | null
   readonly recordedSeq: string | null
   readonly message: string
 }
+
+/**
+ * Which events of a seal `disclosures archive` took out of the database (docs/ledger.md): all
+ * of them, or those whose recorded_seq is in the set. They must be absent; the others present.
+ */
+export type ArchivedEvents = "all" | ReadonlySet<string>
 
 export interface PositionedEvent {
   readonly position: ChainPosition
@@ -53,6 +60,8 @@ export class ChainCheck {
   /** Of those, the ones `counted` accepts. */
   counted = 0
   seals = 0
+  /** Sealed events that were archived (checked in their archive files, not here). */
+  archived = 0
 
   constructor(
     private readonly verifier: LedgerVerifier,
@@ -63,7 +72,7 @@ export class ChainCheck {
     return this.previous
   }
 
-  seal(seal: Seal, events: ReadonlyArray<PositionedEvent>): LedgerFinding | null {
+  seal(seal: Seal, events: ReadonlyArray<PositionedEvent>, archived: ArchivedEvents | null = null): LedgerFinding | null {
     const expectedSequence = (this.previous?.sequence ?? 0) + 1
     if (!sealIsAuthentic(this.verifier, seal)) {
       return finding("seal_changed", seal.sequence, null, null, `seal ${seal.sequence} was changed: its signature or hash does not match`)
@@ -74,8 +83,10 @@ export class ChainCheck {
     if (seal.sequence < expectedSequence || seal.previousHash !== (this.previous?.hash ?? GENESIS_HASH)) {
       return finding("seal_inserted", seal.sequence, null, null, `seal ${seal.sequence} does not follow seal ${expectedSequence - 1} (inserted or replaced)`)
     }
-    const problem = this.events(seal, events)
+    const index = archived === null ? seal.index : withoutArchived(seal.index, archived)
+    const problem = this.events(seal, index, events)
     if (problem !== null) return problem
+    this.archived += (seal.index.length - index.length) / INDEX_ENTRY_BYTES
     this.previous = seal
     if (seal.complete) this.lastComplete = seal
     this.seals++
@@ -108,32 +119,36 @@ export class ChainCheck {
     return null
   }
 
-  private events(seal: Seal, events: ReadonlyArray<PositionedEvent>): LedgerFinding | null {
-    const entries = seal.index.length / INDEX_ENTRY_BYTES
-    const view = new DataView(seal.index.buffer, seal.index.byteOffset, seal.index.byteLength)
+  /** The events against the seal's index, or (after an archive) against the entries left of it. */
+  private events(seal: Seal, index: Uint8Array, events: ReadonlyArray<PositionedEvent>): LedgerFinding | null {
+    const entries = index.length / INDEX_ENTRY_BYTES
+    const view = new DataView(index.buffer, index.byteOffset, index.byteLength)
     const hashes = new Uint8Array(events.length * 32)
     let mismatchAt = -1
     for (let i = 0; i < events.length; i++) {
       const { event } = events[i]!
       const hash = this.verifier.sha256(canonicalEventText(event))
       hashes.set(hash, i * 32)
-      if (mismatchAt === -1 && (i >= entries || !sameEntry(view, seal.index, i, event.recordedSeq, hash))) mismatchAt = i
+      if (mismatchAt === -1 && (i >= entries || !sameEntry(view, index, i, event.recordedSeq, hash))) mismatchAt = i
     }
     if (mismatchAt === -1 && events.length < entries) mismatchAt = events.length
-    if (mismatchAt !== -1) return this.explain(seal, events, mismatchAt)
-    if (events.length !== seal.count || toHex(this.verifier.sha256(hashes)) !== seal.eventsDigest) {
-      return finding("seal_changed", seal.sequence, null, null, `seal ${seal.sequence} does not match its events (count or digest)`)
-    }
-    const first = events[0]
-    const last = events.at(-1)
-    if (first === undefined || last === undefined || comparePositions(first.position, seal.first) !== 0 || comparePositions(last.position, seal.last) !== 0) {
-      return finding(
-        "event_inserted",
-        seal.sequence,
-        first?.event ?? null,
-        null,
-        `seal ${seal.sequence}'s first or last event moved (an event was inserted before its first)`
-      )
+    if (mismatchAt !== -1) return this.explain({ ...seal, index }, events, mismatchAt)
+    // Archived events left the database: the digest and the first and last positions cover them.
+    if (index.length === seal.index.length) {
+      if (events.length !== seal.count || toHex(this.verifier.sha256(hashes)) !== seal.eventsDigest) {
+        return finding("seal_changed", seal.sequence, null, null, `seal ${seal.sequence} does not match its events (count or digest)`)
+      }
+      const first = events[0]
+      const last = events.at(-1)
+      if (first === undefined || last === undefined || comparePositions(first.position, seal.first) !== 0 || comparePositions(last.position, seal.last) !== 0) {
+        return finding(
+          "event_inserted",
+          seal.sequence,
+          first?.event ?? null,
+          null,
+          `seal ${seal.sequence}'s first or last event moved (an event was inserted before its first)`
+        )
+      }
     }
     for (const { event } of events) {
       const late = this.insertedLate(event)
@@ -176,6 +191,20 @@ export class ChainCheck {
       `event ${stored?.eventId ?? "?"} (recorded_seq ${stored?.recordedSeq ?? "?"}) ${where} is out of its sealed order (recorded_seq ${sealedSeq} was sealed there)`
     )
   }
+}
+
+/** The index entries of the events not archived, in order. */
+const withoutArchived = (index: Uint8Array, archived: ArchivedEvents): Uint8Array => {
+  if (archived === "all") return new Uint8Array(0)
+  const view = new DataView(index.buffer, index.byteOffset, index.byteLength)
+  const kept = new Uint8Array(index.length)
+  let length = 0
+  for (let offset = 0; offset < index.length; offset += INDEX_ENTRY_BYTES) {
+    if (archived.has(indexSeqAt(view, offset))) continue
+    kept.set(index.subarray(offset, offset + INDEX_ENTRY_BYTES), length)
+    length += INDEX_ENTRY_BYTES
+  }
+  return kept.subarray(0, length)
 }
 
 const sameEntry = (view: DataView, index: Uint8Array, i: number, recordedSeq: string, hash: Uint8Array): boolean => {

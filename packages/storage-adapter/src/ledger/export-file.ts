@@ -1,3 +1,4 @@
+import { createReadStream } from "node:fs"
 import {
   checkExportedEvents,
   type LedgerEvent,
@@ -25,7 +26,7 @@ export interface SealedExportQuery {
   readonly to: Date | null
 }
 
-const sealJson = (seal: Seal) => ({
+export const exportedSealJson = (seal: Seal) => ({
   sequence: seal.sequence,
   previous_hash: seal.previousHash,
   first: { xid: seal.first.xid, seq: seal.first.seq },
@@ -39,7 +40,7 @@ const sealJson = (seal: Seal) => ({
   hash: seal.hash
 })
 
-const eventJson = (event: LedgerEvent) => ({
+export const exportedEventJson = (event: LedgerEvent) => ({
   recorded_seq: event.recordedSeq,
   event_id: event.eventId,
   occurred_at: event.occurredAt,
@@ -89,8 +90,8 @@ export const writeSealedExport = (
         exported += chosen.length
         sealsWritten++
         return write([
-          JSON.stringify({ seal: sealJson(seal) }),
-          ...chosen.map(({ event }) => JSON.stringify({ event: eventJson(event) }))
+          JSON.stringify({ seal: exportedSealJson(seal) }),
+          ...chosen.map(({ event }) => JSON.stringify({ event: exportedEventJson(event) }))
         ])
       }
     })
@@ -167,104 +168,163 @@ const parseEvent = (value: Json): LedgerEvent | null => {
 
 const describe = (finding: LedgerFinding) => finding.message
 
+/** The file `disclosures archive` writes for one month: the same lines, every organization's events of the month. */
+export const ARCHIVE_FORMAT = "clinical-api/disclosure-ledger-archive/1"
+
 /**
- * Verifies a sealed export offline: every line exactly as written, the header's public key
- * (the one pinned with `publicKey`, when given), each seal authentic and linked to the one
- * before it when they are consecutive, each event sealed unchanged in its seal's order and
- * within the header's organization and range, and the trailer's counts.
+ * Verifies a sealed export or a month's archive offline, line by line (constant memory): every
+ * line exactly as written, the header's public key (the one pinned, when given), each seal
+ * authentic and linked to the one before it when they are consecutive, each event sealed
+ * unchanged in its seal's order and within the header's organization (an export's) and range,
+ * and the trailer's counts.
  */
-export const verifyExportFile = (text: string, pinnedPublicKey: string | null = null): ExportFileVerification => {
-  let seals = 0
-  let events = 0
-  let publicKey: string | null = null
-  const fail = (lineNumber: number, message: string): ExportFileVerification => ({
-    finding: `line ${lineNumber}: ${message}`,
-    events,
-    seals,
-    publicKey
-  })
-  if (!text.endsWith("\n")) return fail(1, "the file does not end with a line feed (truncated?)")
-  const lines = text.slice(0, -1).split("\n")
-  let verifier: LedgerVerifier | null = null
-  let header: { organizationId: string; from: number | null; to: number | null } | null = null
-  let current: { seal: Seal; line: number; events: Array<LedgerEvent> } | null = null
-  let previousSeal: Seal | null = null
-  let ended = false
-  const closeSeal = (): string | null => {
-    if (current === null || verifier === null) return null
+export class ExportFileChecker {
+  private seals = 0
+  private events = 0
+  private publicKey: string | null = null
+  private lineNumber = 0
+  private verifier: LedgerVerifier | null = null
+  private header: { organizationId: string | null; from: number | null; to: number | null } | null = null
+  private current: { seal: Seal; line: number; events: Array<LedgerEvent> } | null = null
+  private previousSeal: Seal | null = null
+  private ended = false
+  private failed: ExportFileVerification | null = null
+
+  constructor(private readonly pinnedPublicKey: string | null = null) {}
+
+  /** Checks the next line (without its line feed); false once something was found wrong. */
+  line(line: string): boolean {
+    if (this.failed !== null) return false
+    this.lineNumber++
+    const problem = this.check(line)
+    if (problem !== null) this.failed = this.failure(problem.line ?? this.lineNumber, problem.message)
+    return this.failed === null
+  }
+
+  /** The outcome once every line was given. */
+  finish(): ExportFileVerification {
+    if (this.failed !== null) return this.failed
+    if (!this.ended) return this.failure(Math.max(1, this.lineNumber), "no trailer (truncated?)")
+    return { finding: null, events: this.events, seals: this.seals, publicKey: this.publicKey }
+  }
+
+  private failure(lineNumber: number, message: string): ExportFileVerification {
+    return { finding: `line ${lineNumber}: ${message}`, events: this.events, seals: this.seals, publicKey: this.publicKey }
+  }
+
+  private closeSeal(): string | null {
+    const current = this.current
+    if (current === null || this.verifier === null) return null
     if (current.events.length === 0) return `seal ${current.seal.sequence} covers no exported event`
-    const finding = checkExportedEvents(verifier, current.seal, current.events)
+    const finding = checkExportedEvents(this.verifier, current.seal, current.events)
     if (finding !== null) return describe(finding)
-    if (previousSeal !== null && current.seal.sequence <= previousSeal.sequence) return `seal ${current.seal.sequence} is out of order`
-    if (previousSeal !== null && current.seal.sequence === previousSeal.sequence + 1 && current.seal.previousHash !== previousSeal.hash) {
-      return `seal ${current.seal.sequence} does not follow seal ${previousSeal.sequence}`
+    const previous = this.previousSeal
+    if (previous !== null && current.seal.sequence <= previous.sequence) return `seal ${current.seal.sequence} is out of order`
+    if (previous !== null && current.seal.sequence === previous.sequence + 1 && current.seal.previousHash !== previous.hash) {
+      return `seal ${current.seal.sequence} does not follow seal ${previous.sequence}`
     }
-    previousSeal = current.seal
-    seals++
-    events += current.events.length
-    current = null
+    this.previousSeal = current.seal
+    this.seals++
+    this.events += current.events.length
+    this.current = null
     return null
   }
-  for (let i = 0; i < lines.length; i++) {
-    const lineNumber = i + 1
-    const line = lines[i]!
+
+  private check(line: string): { line?: number | undefined; message: string } | null {
     let value: Json
     try {
       value = JSON.parse(line) as Json
     } catch {
-      return fail(lineNumber, "not JSON")
+      return { message: "not JSON" }
     }
-    if (JSON.stringify(value) !== line) return fail(lineNumber, "not exactly as exported (changed bytes)")
-    if (ended) return fail(lineNumber, "a line after the trailer")
-    if (i === 0) {
-      if (!hasKeys(value, ["format", "public_key", "organization_id", "from", "to"]) || value["format"] !== SEALED_EXPORT_FORMAT) {
-        return fail(lineNumber, `not a sealed export header (${SEALED_EXPORT_FORMAT})`)
-      }
-      const key = value["public_key"]
-      const organizationId = value["organization_id"]
-      const from = value["from"]
-      const to = value["to"]
-      if (!isString(key) || !isString(organizationId) || !isNullableString(from) || !isNullableString(to)) return fail(lineNumber, "a malformed header")
-      publicKey = key
-      if (pinnedPublicKey !== null && pinnedPublicKey.toLowerCase() !== key) return fail(lineNumber, "the file's public key is not the pinned one")
-      verifier = ledgerVerifierFromPublicKey(key)
-      if (verifier === null) return fail(lineNumber, "the public key is not an Ed25519 key (64 hex digits)")
-      const fromMs = from === null ? null : Date.parse(from)
-      const toMs = to === null ? null : Date.parse(to)
-      if (Number.isNaN(fromMs) || Number.isNaN(toMs)) return fail(lineNumber, "a malformed range")
-      header = { organizationId, from: fromMs, to: toMs }
-      continue
-    }
-    if (header === null) return fail(lineNumber, "no header")
+    if (JSON.stringify(value) !== line) return { message: "not exactly as exported (changed bytes)" }
+    if (this.ended) return { message: "a line after the trailer" }
+    if (this.lineNumber === 1) return this.readHeader(value)
+    const header = this.header
+    if (header === null) return { message: "no header" }
     if (hasKeys(value, ["seal"])) {
-      const problem = closeSeal()
-      if (problem !== null) return fail(current === null ? lineNumber : (current as { line: number }).line, problem)
+      const sealLine = this.current?.line
+      const problem = this.closeSeal()
+      if (problem !== null) return { line: sealLine, message: problem }
       const seal = parseSeal(value["seal"]!)
-      if (seal === null) return fail(lineNumber, "a malformed seal")
-      current = { seal, line: lineNumber, events: [] }
+      if (seal === null) return { message: "a malformed seal" }
+      this.current = { seal, line: this.lineNumber, events: [] }
     } else if (hasKeys(value, ["event"])) {
       const event = parseEvent(value["event"]!)
-      if (event === null) return fail(lineNumber, "a malformed event")
-      if (current === null) return fail(lineNumber, `event ${event.eventId} is under no seal`)
-      if (event.organizationId !== header.organizationId) return fail(lineNumber, `event ${event.eventId} is not of ${header.organizationId}`)
+      if (event === null) return { message: "a malformed event" }
+      if (this.current === null) return { message: `event ${event.eventId} is under no seal` }
+      if (header.organizationId !== null && event.organizationId !== header.organizationId) {
+        return { message: `event ${event.eventId} is not of ${header.organizationId}` }
+      }
       const at = Date.parse(event.occurredAt.slice(0, 23) + "Z")
       if ((header.from !== null && at < header.from) || (header.to !== null && at >= header.to)) {
-        return fail(lineNumber, `event ${event.eventId} is outside the export's range`)
+        return { message: `event ${event.eventId} is outside the ${header.organizationId === null ? "archive's month" : "export's range"}` }
       }
-      current.events.push(event)
+      this.current.events.push(event)
     } else if (hasKeys(value, ["end"])) {
-      const sealLine: number = current === null ? lineNumber : (current as { line: number }).line
-      const problem = closeSeal()
-      if (problem !== null) return fail(sealLine, problem)
+      const sealLine = this.current?.line
+      const problem = this.closeSeal()
+      if (problem !== null) return { line: sealLine, message: problem }
       const end = value["end"]!
-      if (!hasKeys(end, ["seals", "events"]) || end["seals"] !== seals || end["events"] !== events) {
-        return fail(lineNumber, "the trailer's counts do not match the file (lines removed?)")
+      if (!hasKeys(end, ["seals", "events"]) || end["seals"] !== this.seals || end["events"] !== this.events) {
+        return { message: "the trailer's counts do not match the file (lines removed?)" }
       }
-      ended = true
+      this.ended = true
     } else {
-      return fail(lineNumber, "an unknown line")
+      return { message: "an unknown line" }
     }
+    return null
   }
-  if (!ended) return fail(lines.length, "no trailer (truncated?)")
-  return { finding: null, events, seals, publicKey }
+
+  private readHeader(value: Json): { message: string } | null {
+    const isExport = hasKeys(value, ["format", "public_key", "organization_id", "from", "to"]) && value["format"] === SEALED_EXPORT_FORMAT
+    const isArchive = hasKeys(value, ["format", "public_key", "month", "from", "to"]) && value["format"] === ARCHIVE_FORMAT
+    if (!isExport && !isArchive) return { message: `not a sealed export header (${SEALED_EXPORT_FORMAT}) nor an archive's (${ARCHIVE_FORMAT})` }
+    const key = value["public_key"]
+    const organizationId = isExport ? value["organization_id"] : null
+    const from = value["from"]
+    const to = value["to"]
+    if (!isString(key) || !isNullableString(organizationId) || (isExport && organizationId === null) || !isNullableString(from) || !isNullableString(to)) {
+      return { message: "a malformed header" }
+    }
+    if (isArchive && (!isString(value["month"]) || from === null || to === null)) return { message: "a malformed header" }
+    this.publicKey = key
+    if (this.pinnedPublicKey !== null && this.pinnedPublicKey.toLowerCase() !== key) return { message: "the file's public key is not the pinned one" }
+    this.verifier = ledgerVerifierFromPublicKey(key)
+    if (this.verifier === null) return { message: "the public key is not an Ed25519 key (64 hex digits)" }
+    const fromMs = from === null ? null : Date.parse(from)
+    const toMs = to === null ? null : Date.parse(to)
+    if (Number.isNaN(fromMs) || Number.isNaN(toMs)) return { message: "a malformed range" }
+    this.header = { organizationId, from: fromMs, to: toMs }
+    return null
+  }
+}
+
+/** `ExportFileChecker` over a whole text in memory. */
+export const verifyExportFile = (text: string, pinnedPublicKey: string | null = null): ExportFileVerification => {
+  if (!text.endsWith("\n")) return { finding: "line 1: the file does not end with a line feed (truncated?)", events: 0, seals: 0, publicKey: null }
+  const checker = new ExportFileChecker(pinnedPublicKey)
+  for (const line of text.slice(0, -1).split("\n")) if (!checker.line(line)) break
+  return checker.finish()
+}
+
+/** `ExportFileChecker` over a file, read as a stream (constant memory, whatever its size). */
+export const verifyExportFileAt = async (path: string, pinnedPublicKey: string | null = null): Promise<ExportFileVerification> => {
+  const checker = new ExportFileChecker(pinnedPublicKey)
+  const stream = createReadStream(path, { encoding: "utf8", highWaterMark: 1 << 20 })
+  let pending = ""
+  try {
+    for await (const chunk of stream as AsyncIterable<string>) {
+      if (chunk.length === 0) continue
+      const lines = (pending + chunk).split("\n")
+      pending = lines.pop()!
+      for (const line of lines) {
+        if (!checker.line(line)) return checker.finish()
+      }
+    }
+  } finally {
+    stream.destroy()
+  }
+  if (pending !== "") return { ...checker.finish(), finding: "the file does not end with a line feed (truncated?)" }
+  return checker.finish()
 }

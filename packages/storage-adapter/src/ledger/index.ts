@@ -1,3 +1,5 @@
+export * from "./archive.js"
+export * from "./archive-records.js"
 export * from "./export-file.js"
 export * from "./ledger-crypto.js"
 export * from "./ledger-key.js"

@@ -14,6 +14,7 @@ import {
 } from "@clinical-api/domain"
 import { Effect } from "effect"
 import { PgClient, type Sql } from "../sql/pg-client.js"
+import { readArchives } from "./archive-records.js"
 
 /** Any constant shared by every replica: the key of the sealer's advisory lock. */
 const SEALER_LOCK_KEY = 7_306_104_509
@@ -25,7 +26,7 @@ export const MAX_EVENTS_PER_SEAL = 20_000
  * The columns of an event as the chain covers it, every one as text read by the verifier
  * itself (no function of the database's own, which its owner could replace, computes them).
  */
-const eventColumns = (sql: Sql) => sql`
+export const eventColumns = (sql: Sql) => sql`
   recorded_xid::text AS xid, recorded_seq::text AS seq, event_id,
   pg_catalog.to_char(occurred_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS occurred_at,
   organization_id, api_key_id, operation_id, encounter_id, document_id, patient_id, request_id,
@@ -34,7 +35,7 @@ const eventColumns = (sql: Sql) => sql`
 /** Migration 8's column (the caller's X-Request-Id). */
 const CALLER_REQUEST_ID = "caller_request_id"
 
-interface EventRow {
+export interface EventRow {
   readonly xid: string
   readonly seq: string
   readonly event_id: string
@@ -63,14 +64,14 @@ export const toLedgerEvent = (row: EventRow): LedgerEvent => ({
   callerRequestId: row.caller_request_id
 })
 
-const positioned = (row: EventRow): PositionedEvent => ({ position: { xid: row.xid, seq: row.seq }, event: toLedgerEvent(row) })
+export const positioned = (row: EventRow): PositionedEvent => ({ position: { xid: row.xid, seq: row.seq }, event: toLedgerEvent(row) })
 
-const sealColumns = (sql: Sql) => sql`
+export const sealColumns = (sql: Sql) => sql`
   sequence::text AS sequence, previous_hash, first_xid::text AS first_xid, first_seq::text AS first_seq,
   last_xid::text AS last_xid, last_seq::text AS last_seq, event_count, events_digest, event_index, sealed_at,
   complete, signature, seal_hash`
 
-interface SealRow {
+export interface SealRow {
   readonly sequence: string
   readonly previous_hash: string
   readonly first_xid: string
@@ -86,7 +87,7 @@ interface SealRow {
   readonly seal_hash: string
 }
 
-const toSeal = (row: SealRow): Seal => ({
+export const toSeal = (row: SealRow): Seal => ({
   sequence: Number(row.sequence),
   previousHash: row.previous_hash,
   first: { xid: row.first_xid, seq: row.first_seq },
@@ -106,7 +107,7 @@ const toSeal = (row: SealRow): Seal => ({
  * those seen running in another database of the cluster (their long transactions must not hold
  * sealing back). One that has ended since counts: conservative, it is passed at the next seal.
  */
-const sealableBound = (sql: Sql) => sql`
+export const sealableBound = (sql: Sql) => sql`
   SELECT LEAST(pg_catalog.pg_snapshot_xmax(snapshot.current), (
     SELECT running FROM pg_catalog.pg_snapshot_xip(snapshot.current) AS running
     WHERE NOT EXISTS (
@@ -116,7 +117,7 @@ const sealableBound = (sql: Sql) => sql`
     ORDER BY running LIMIT 1))
   FROM (SELECT pg_catalog.pg_current_snapshot() AS current) AS snapshot`
 
-const afterPosition = (sql: Sql, position: ChainPosition | null) =>
+export const afterPosition = (sql: Sql, position: ChainPosition | null) =>
   position === null ? sql`true` : sql`(recorded_xid, recorded_seq) > (${position.xid}::xid8, ${position.seq}::bigint)`
 
 /**
@@ -198,6 +199,8 @@ export interface LedgerVerification {
   /** Of those, the ones of the organization and range asked for. */
   readonly counted: number
   readonly seals: number
+  /** Sealed events that disclosures archive took out of the database (verified in its files). */
+  readonly archived: number
   /** Events recorded after the newest seal (not yet verified). */
   readonly unsealed: number
   readonly head: Seal | null
@@ -238,6 +241,10 @@ export const verifyLedger = (
           const at = Date.parse(event.occurredAt.slice(0, 23) + "Z")
           return (fromMs === null || at >= fromMs) && (toMs === null || at < toMs)
         })
+        const archives = yield* readArchives(verifier)
+        if (archives.forged !== null) {
+          return result(check, { kind: "archive_changed", sealSequence: null, eventId: null, recordedSeq: null, message: archives.forged }, 0)
+        }
         let buffered: Array<PositionedEvent> = []
         let cursor: ChainPosition | null = null
         let exhausted = false
@@ -278,7 +285,7 @@ export const verifyLedger = (
           for (const row of sealRows) {
             const seal = toSeal(row)
             const events = yield* takeThrough(seal.last)
-            const finding = check.seal(seal, events)
+            const finding = check.seal(seal, events, archives.lookup.eventsOf(seal.sequence))
             if (finding !== null) return result(check, finding, 0)
             if (query.onSealed !== undefined) yield* query.onSealed(seal, events)
             afterSequence = seal.sequence
@@ -304,11 +311,12 @@ const result = (check: ChainCheck, finding: LedgerFinding | null, unsealed: numb
   verified: check.verified,
   counted: check.counted,
   seals: check.seals,
+  archived: check.archived,
   unsealed,
   head: check.head
 })
 
-const positionAtMost = (position: ChainPosition, bound: ChainPosition): boolean => {
+export const positionAtMost = (position: ChainPosition, bound: ChainPosition): boolean => {
   if (position.xid.length !== bound.xid.length) return position.xid.length < bound.xid.length
   if (position.xid !== bound.xid) return position.xid < bound.xid
   if (position.seq.length !== bound.seq.length) return position.seq.length < bound.seq.length
