@@ -253,7 +253,7 @@ if (adminUrl === "") {
           expect([[[200]], [["lease_expired"], [200]]]).toContainEqual(attempts)
         }
         yield* Effect.promise(() => receiver.close())
-      }).pipe(Effect.provide(webhookStack())))
+      }).pipe(Effect.provide(webhookStack())), 60_000)
 
     it.live("runtime gate: with the default runtime status (planned_not_generally_available) nothing is sent", () =>
       Effect.gen(function* () {
