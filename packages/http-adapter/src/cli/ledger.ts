@@ -1,11 +1,12 @@
-import { readFile } from "node:fs/promises"
+import { statSync } from "node:fs"
 import { type LedgerFinding, type Seal, toHex } from "@clinical-api/domain"
 import {
+  archiveDisclosures,
   ledgerHead,
   LedgerKeyFromConfig,
   PgClient,
   sealAll,
-  verifyExportFile,
+  verifyExportFileAt,
   verifyLedger,
   writeSealedExport
 } from "@clinical-api/storage-adapter"
@@ -57,11 +58,10 @@ const verifyCommand = Command.make(
     Effect.gen(function* () {
       if (Option.isSome(input.file)) {
         const path = input.file.value
-        const text = yield* Effect.tryPromise({
-          try: () => readFile(path, "utf8"),
+        const result = yield* Effect.tryPromise({
+          try: () => verifyExportFileAt(path, Option.getOrNull(input.publicKey)),
           catch: (cause) => refuse(`cannot read ${path}: ${String(cause)}`)
         })
-        const result = verifyExportFile(text, Option.getOrNull(input.publicKey))
         if (result.finding !== null) return yield* refuse(`ledger check failed: ${result.finding}`)
         yield* Console.log(`${result.events} events verified in ${result.seals} seals (public key ${result.publicKey})`)
         return
@@ -77,7 +77,8 @@ const verifyCommand = Command.make(
       yield* Console.log(
         `${result.counted} events verified` +
           (result.counted !== result.verified ? ` (of ${result.verified} in the chain)` : "") +
-          ` in ${result.seals} seals; ${result.unsealed} newer events not yet sealed`
+          ` in ${result.seals} seals; ${result.unsealed} newer events not yet sealed` +
+          (result.archived > 0 ? `; ${result.archived} archived events (verify their files with --file)` : "")
       )
     })
 ).pipe(
@@ -126,4 +127,49 @@ export const writeSealedExportCommand = (
     if (outcome.unsealed > 0) yield* Console.error(`note: ${outcome.unsealed} events newer than the newest seal were left out`)
   })
 
-export const ledgerCommands = [verifyCommand, headCommand] as const
+const archiveCommand = Command.make(
+  "archive",
+  {
+    before: Flag.String("before").pipe(
+      Flag.withDescription("YYYY-MM: archive every month before this one (a month that has ended: at latest the current one).")
+    ),
+    directory: Flag.String("directory").pipe(
+      Flag.withDefault("."),
+      Flag.withDescription("Where the files disclosures-YYYY-MM.jsonl are written (default: the current directory).")
+    )
+  },
+  (input) =>
+    Effect.gen(function* () {
+      const match = /^(\d{4})-(\d{2})$/.exec(input.before)
+      const month = match === null ? 0 : Number(match[2])
+      if (match === null || month < 1 || month > 12) return yield* refuse(`--before must be a month as YYYY-MM, got ${JSON.stringify(input.before)}`)
+      const before = new Date(Date.UTC(Number(match[1]), month - 1, 1))
+      const isDirectory = (() => {
+        try {
+          return statSync(input.directory).isDirectory()
+        } catch {
+          return false
+        }
+      })()
+      if (!isDirectory) return yield* refuse(`--directory ${input.directory} is not a directory`)
+      const key = yield* LedgerKeyFromConfig
+      const archived = yield* onDatabase(
+        archiveDisclosures(key.signer, { before, directory: input.directory }).pipe(
+          Effect.catchTag("ArchiveRefused", (refused) => Effect.fail(refuse(refused.message)))
+        )
+      )
+      if (archived.length === 0) yield* Console.log(`no month before ${input.before} is in the database`)
+      for (const month of archived) {
+        yield* Console.log(`${month.month}: ${month.events} events in ${month.seals} seals archived to ${month.file} (sha256 ${month.sha256}); partition dropped`)
+      }
+    })
+).pipe(
+  Command.withDescription(
+    "Archive the disclosure ledger's months before --before: each month's events with their seals are written to " +
+      "disclosures-YYYY-MM.jsonl, the file is verified (as disclosures verify --file would), and only then is the " +
+      "month's partition detached and dropped, recorded (signed) so that disclosures verify accounts for it. Nothing " +
+      "is ever archived automatically; keep the files (six years of accounting of disclosures)."
+  )
+)
+
+export const ledgerCommands = [verifyCommand, headCommand, archiveCommand] as const

@@ -74,8 +74,24 @@ export const archiveDisclosures = (
       return yield* refuse(`${monthLabel(options.before)} is later than the current month: only months that have ended are archived`)
     }
     yield* ensureDisclosurePartitions(now)
-    yield* sealAll(signer)
     const client = yield* PgClient
+    // The sealer passes over events while a transaction it cannot place is running: seal until
+    // the months to archive are sealed, for a while.
+    for (let attempt = 0; ; attempt++) {
+      yield* sealAll(signer)
+      const [unsealed] = yield* client.run(
+        "ledger.archive.unsealed",
+        (sql) => sql<Array<{ count: number }>>`
+          SELECT count(*)::int AS count FROM disclosure_events AS event
+          WHERE event.occurred_at < ${options.before.toISOString()}::timestamptz
+            AND NOT EXISTS (
+              SELECT FROM disclosure_seals AS seal
+              WHERE seal.sequence = (SELECT max(sequence) FROM disclosure_seals)
+                AND (event.recorded_xid, event.recorded_seq) <= (seal.last_xid, seal.last_seq))`
+      )
+      if ((unsealed?.count ?? 0) === 0 || attempt >= 60) break
+      yield* Effect.sleep("500 millis")
+    }
     const [waiting] = yield* client.run(
       "ledger.archive.default",
       (sql) => sql<Array<{ count: number }>>`

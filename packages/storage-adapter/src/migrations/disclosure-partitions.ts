@@ -55,7 +55,8 @@ BEGIN
     ALTER TABLE public.disclosure_events DETACH PARTITION public.disclosure_events_default;
     EXECUTE format('CREATE TABLE public.%I PARTITION OF public.disclosure_events FOR VALUES FROM (%L) TO (%L)',
       partition_name, month_start, month_end);
-    EXECUTE format('INSERT INTO public.%I SELECT * FROM public.disclosure_events_default WHERE occurred_at >= %L AND occurred_at < %L',
+    -- PostgreSQL 17 (PGlite) gives partitions the parent's identity column; 15 does not.
+    EXECUTE format('INSERT INTO public.%I OVERRIDING SYSTEM VALUE SELECT * FROM public.disclosure_events_default WHERE occurred_at >= %L AND occurred_at < %L',
       partition_name, month_start, month_end);
     DELETE FROM public.disclosure_events_default WHERE occurred_at >= month_start AND occurred_at < month_end;
     ALTER TABLE public.disclosure_events ATTACH PARTITION public.disclosure_events_default DEFAULT;
