@@ -1,5 +1,5 @@
 import { execFile } from "node:child_process"
-import { chownSync, existsSync, mkdtempSync, readdirSync, rmSync } from "node:fs"
+import { chownSync, existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs"
 import { createServer } from "node:net"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -18,7 +18,16 @@ export interface DisposableCluster {
   readonly start: () => Promise<void>
   readonly stop: (mode: "smart" | "fast" | "immediate") => Promise<void>
   readonly restart: () => Promise<void>
+  /** Ends recovery of a cluster started as a standby (`pg_ctl promote`): it takes writes. */
+  readonly promote: () => Promise<void>
+  /** Stops the cluster (fast) and starts it again as a hot standby (`standby.signal`, no primary to follow). */
+  readonly restartAsStandby: () => Promise<void>
   readonly remove: () => Promise<void>
+}
+
+export interface DisposableClusterOptions {
+  /** Start as a hot standby with no primary to follow: it answers reads, refuses writes, until promoted. */
+  readonly standby?: boolean
 }
 
 const run = promisify(execFile)
@@ -43,7 +52,7 @@ const freePort = (): Promise<number> =>
     })
   })
 
-export const createDisposableCluster = async (): Promise<DisposableCluster> => {
+export const createDisposableCluster = async (clusterOptions: DisposableClusterOptions = {}): Promise<DisposableCluster> => {
   const binDir = postgresBinDir()
   if (binDir === undefined) throw new Error("no PostgreSQL server binaries (initdb, pg_ctl) on this machine")
   const folder = mkdtempSync(join(tmpdir(), "clinical-api-cluster-"))
@@ -74,6 +83,8 @@ export const createDisposableCluster = async (): Promise<DisposableCluster> => {
   const stop = async (mode: "smart" | "fast" | "immediate") => {
     await tool("pg_ctl", ["-D", data, "-m", mode, "-w", "-t", "60", "stop"])
   }
+  const markStandby = () => writeFileSync(join(data, "standby.signal"), "")
+  if (clusterOptions.standby === true) markStandby()
   await start()
   return {
     port,
@@ -82,6 +93,14 @@ export const createDisposableCluster = async (): Promise<DisposableCluster> => {
     stop,
     restart: async () => {
       await tool("pg_ctl", ["-D", data, "-o", options, "-l", join(folder, "server.log"), "-m", "fast", "-w", "-t", "60", "restart"])
+    },
+    promote: async () => {
+      await tool("pg_ctl", ["-D", data, "-w", "-t", "60", "promote"])
+    },
+    restartAsStandby: async () => {
+      await stop("fast")
+      markStandby()
+      await start()
     },
     remove: async () => {
       await stop("immediate").catch(() => undefined)

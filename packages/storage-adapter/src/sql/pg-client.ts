@@ -19,6 +19,7 @@ export interface PgClientOptions {
   readonly url: string | Redacted.Redacted<string>
   /** Pool size; 1 for the embedded PGlite, which serves one session. */
   readonly maxConnections?: number
+  /** How long opening one connection may take (default: the URL's `connect_timeout`, else 10). */
   readonly connectTimeoutSeconds?: number
   /** Named prepared statements (off for PGlite, whose single session is shared). */
   readonly prepare?: boolean
@@ -44,6 +45,7 @@ export interface PgClientService {
   /**
    * The pool statements go to now, for tools that drive postgres.js directly. It is replaced
    * after a connection fault, so read it again for each use; the service itself uses `run`.
+   * With several hosts it throws until a statement has located the one to use.
    */
   readonly currentPool: () => Sql
   /** Runs `query` on the current transaction's connection, or on the pool outside one. */
@@ -105,6 +107,9 @@ interface Generation {
   readonly waiting: Set<(cause: ConnectionLost) => void>
   /** Every connection of the pool opened, before its first reservation (see `warmUp`). */
   warm: Promise<unknown> | undefined
+  /** Its host accepted a connection of the session kind asked for (see `locate`). */
+  located: boolean
+  readonly retireSelf: () => void
 }
 
 interface DeferredWrite {
@@ -167,6 +172,64 @@ const UNREACHABLE_PAUSE_MS = 250
 /** What each connection answers before the pool's first reservation; not reported to `onQuery`. */
 const WARM_UP_STATEMENT = "SELECT 1 AS warm_up"
 
+/** What a pool's first connection asks its server when the URL names several hosts or a session kind; not reported. */
+const ROLE_CHECK_STATEMENT =
+  "SELECT pg_catalog.pg_is_in_recovery() AS in_recovery, pg_catalog.current_setting('transaction_read_only') AS read_only"
+
+/** SQLSTATE of a write refused by a read-only session (a standby, or a primary made read-only). */
+const READ_ONLY_SQL_TRANSACTION = "25006"
+
+/**
+ * The session kinds of libpq's `target_session_attrs` that this client honours itself: the
+ * service writes, so only these (or any server, when not given).
+ */
+type TargetSession = "any" | "read-write" | "primary"
+
+/**
+ * A connection URL split into one URL per host (`postgres://user@h1:5432,h2:5433/db` names two)
+ * and the session kind asked for (`target_session_attrs`, else `PGTARGETSESSIONATTRS`), which
+ * each host's URL no longer carries: postgres.js 3.4.9 would check `read-write` by
+ * `default_transaction_read_only` alone, which a hot standby leaves off, and on a host that
+ * fails it starts again from the first host with every new pool.
+ */
+export const splitHosts = (url: string): { readonly hostUrls: ReadonlyArray<string>; readonly targetSession: TargetSession } => {
+  const schemeEnd = url.indexOf("://")
+  if (schemeEnd < 0) return { hostUrls: [url], targetSession: "any" }
+  const authorityStart = schemeEnd + 3
+  const authorityLength = url.slice(authorityStart).search(/[/?]/)
+  const authorityEnd = authorityLength < 0 ? url.length : authorityStart + authorityLength
+  const hostsStart = url.lastIndexOf("@", authorityEnd - 1) + 1 || authorityStart
+  const hostList = url.slice(Math.max(hostsStart, authorityStart), authorityEnd)
+  let rest = url.slice(authorityEnd)
+  const queryStart = rest.indexOf("?")
+  let asked = process.env["PGTARGETSESSIONATTRS"]
+  if (queryStart >= 0) {
+    const query = new URLSearchParams(rest.slice(queryStart + 1))
+    asked = query.get("target_session_attrs") ?? asked
+    query.delete("target_session_attrs")
+    const kept = query.toString()
+    rest = rest.slice(0, queryStart) + (kept === "" ? "" : `?${kept}`)
+  }
+  if (asked !== undefined && asked !== "" && asked !== "any" && asked !== "read-write" && asked !== "primary") {
+    throw new Error(`target_session_attrs=${asked} is not supported: the service needs a server that accepts writes (read-write, primary or any)`)
+  }
+  const head = url.slice(0, Math.max(hostsStart, authorityStart))
+  return {
+    hostUrls: hostList.split(",").map((host) => head + host + rest),
+    targetSession: asked === "read-write" || asked === "primary" ? asked : "any"
+  }
+}
+
+const connectTimeoutOf = (url: string): number | undefined => {
+  const queryStart = url.indexOf("?")
+  const text = queryStart < 0 ? null : new URLSearchParams(url.slice(queryStart + 1)).get("connect_timeout")
+  const seconds = text === null ? Number.NaN : Number(text)
+  return Number.isFinite(seconds) && seconds > 0 ? seconds : undefined
+}
+
+const isReadOnlyRefusal = (cause: unknown) =>
+  typeof cause === "object" && cause !== null && (cause as { readonly code?: unknown }).code === READ_ONLY_SQL_TRANSACTION
+
 /** How long the client waits past `statement_timeout` for the server's own cancellation. */
 const SERVER_CANCEL_GRACE_MS = 1000
 
@@ -218,13 +281,21 @@ const guarded = <A>(
       if (settled) return discard?.(value)
       stopWaiting()
       resolve(value)
-    }, abandon)
+    }, (cause: unknown) => {
+      abandon(cause)
+      // The server no longer takes writes (a demoted primary): the next statement looks for the one that does.
+      if (isReadOnlyRefusal(cause)) generation.retireSelf()
+    })
   })
 
 export const makePgClient = (options: PgClientOptions): Effect.Effect<PgClientService, never, Scope.Scope> =>
   // eslint-disable-next-line no-restricted-syntax -- made once, when the layer is built
   Effect.gen(function* () {
     const url = Redacted.isRedacted(options.url) ? Redacted.value(options.url) : options.url
+    const { hostUrls, targetSession } = splitHosts(url)
+    // Several hosts, or a session kind asked for: each pool opens on one host, checked first.
+    const checksRole = hostUrls.length > 1 || targetSession !== "any"
+    const connectTimeoutSeconds = options.connectTimeoutSeconds ?? connectTimeoutOf(url) ?? 10
     const onQuery = options.onQuery
     const maxConnections = options.maxConnections ?? 10
     const statementTimeoutMs = options.statementTimeoutMs ?? 0
@@ -237,6 +308,9 @@ export const makePgClient = (options: PgClientOptions): Effect.Effect<PgClientSe
     let current: Generation | undefined
     let closed = false
     let unreachableUntil = 0
+    /** The host the last pool was located on: the next looks there first. */
+    let hostCursor = 0
+    let locating: Promise<Generation> | undefined
 
     const retire = (generation: Generation) => {
       if (generation.retired) return
@@ -246,12 +320,12 @@ export const makePgClient = (options: PgClientOptions): Effect.Effect<PgClientSe
       generation.sql.end({ timeout: RETIRED_POOL_GRACE_SECONDS }).catch(noop)
     }
 
-    const openGeneration = (): Generation => {
+    const openGeneration = (hostUrl: string): Generation => {
       const established = new Set<number>()
       const generation: Generation = {
-        sql: postgres(url, {
+        sql: postgres(hostUrl, {
           max: maxConnections,
-          connect_timeout: options.connectTimeoutSeconds ?? 10,
+          connect_timeout: connectTimeoutSeconds,
           prepare: options.prepare ?? true,
           idle_timeout: 0,
           max_lifetime: null,
@@ -264,14 +338,15 @@ export const makePgClient = (options: PgClientOptions): Effect.Effect<PgClientSe
             : {}),
           debug: (connection: number, query: string) => {
             established.add(connection)
-            if (query !== WARM_UP_STATEMENT) onQuery?.(query)
+            if (query !== WARM_UP_STATEMENT && query !== ROLE_CHECK_STATEMENT) onQuery?.(query)
           },
           onclose: (connection: number) => {
             if (established.has(connection)) return retire(generation)
             // A pool that could not open its first connection: what waits on it fails now, and
             // for a moment statements fail at once instead of queueing for a server that is down.
+            // With several hosts, `locate` tries the next one first and pauses only when none answered.
             if (established.size === 0 && !generation.retired) {
-              unreachableUntil = Date.now() + UNREACHABLE_PAUSE_MS
+              if (!checksRole) unreachableUntil = Date.now() + UNREACHABLE_PAUSE_MS
               retire(generation)
             }
           }
@@ -279,18 +354,65 @@ export const makePgClient = (options: PgClientOptions): Effect.Effect<PgClientSe
         retired: false,
         established,
         waiting: new Set(),
-        warm: undefined
+        warm: undefined,
+        located: !checksRole,
+        retireSelf: () => retire(generation)
       }
       return generation
     }
 
-    const generation = (): Generation => {
-      if (closed) throw new Error("the database client is closed")
-      if (current === undefined || current.retired) {
-        if (Date.now() < unreachableUntil) throw unreachable
-        current = openGeneration()
+    /**
+     * A pool on the first host, from the last one that served on, whose server takes the
+     * session asked for: not in recovery (a standby) and, for `read-write`, not read-only. A
+     * host that refuses, times out or is of the wrong kind is left for the next at once; when
+     * none is, statements fail at once for a moment, as with one host.
+     */
+    const locate = async (): Promise<Generation> => {
+      for (let tried = 0; tried < hostUrls.length && !closed; tried++) {
+        const index = (hostCursor + tried) % hostUrls.length
+        const candidate = openGeneration(hostUrls[index] ?? url)
+        current = candidate
+        const role = await guarded(
+          candidate,
+          () => candidate.sql.unsafe<Array<{ in_recovery: boolean; read_only: string }>>(ROLE_CHECK_STATEMENT).execute(),
+          (connectTimeoutSeconds + 1) * 1000,
+          noop
+        ).then((rows) => rows[0], () => undefined)
+        const fits = role !== undefined && !role.in_recovery && (targetSession !== "read-write" || role.read_only === "off")
+        if (fits && !candidate.retired) {
+          candidate.located = true
+          hostCursor = index
+          return candidate
+        }
+        retire(candidate)
       }
-      return current
+      unreachableUntil = Date.now() + UNREACHABLE_PAUSE_MS
+      throw unreachable
+    }
+
+    /** The pool statements go to now; with several hosts, once one is located. */
+    const generation = (): Generation | Promise<Generation> => {
+      if (closed) throw new Error("the database client is closed")
+      if (current !== undefined && !current.retired && current.located) return current
+      if (Date.now() < unreachableUntil) throw unreachable
+      if (!checksRole) return current = openGeneration(url)
+      if (locating === undefined) {
+        const search = locate()
+        locating = search
+        const done = () => {
+          if (locating === search) locating = undefined
+        }
+        search.then(done, done)
+      }
+      return locating
+    }
+
+    const locatedGeneration = (): Promise<Generation> => {
+      try {
+        return Promise.resolve(generation())
+      } catch (cause) {
+        return Promise.reject(cause)
+      }
     }
 
     yield* Effect.addFinalizer(() =>
@@ -305,7 +427,9 @@ export const makePgClient = (options: PgClientOptions): Effect.Effect<PgClientSe
     /** A statement outside a transaction: it may only wait long for a free connection. */
     const sendOnPool = <A>(query: (sql: Sql) => Promise<A>): Promise<A> => {
       const target = generation()
-      return guarded(target, () => query(target.sql), clientTimeoutMs, noop)
+      return target instanceof Promise
+        ? target.then((located) => guarded(located, () => query(located.sql), clientTimeoutMs, noop))
+        : guarded(target, () => query(target.sql), clientTimeoutMs, noop)
     }
 
     /** One on a reserved connection that outlives its time-out leaves it in an unknown state: the pool goes. */
@@ -358,7 +482,7 @@ export const makePgClient = (options: PgClientOptions): Effect.Effect<PgClientSe
      * a connection share one time-out, as one wait.
      */
     const reserve = async (): Promise<ReservedTransaction> => {
-      const target = generation()
+      const target = await locatedGeneration()
       const connection = await guarded(target, () => warmUp(target).then(() => target.sql.reserve()), clientTimeoutMs, noop, (late) => {
         if (!target.retired) late.release()
       })
@@ -544,7 +668,11 @@ export const makePgClient = (options: PgClientOptions): Effect.Effect<PgClientSe
 
     return {
       maxConnections,
-      currentPool: () => generation().sql,
+      currentPool: () => {
+        const target = generation()
+        if (target instanceof Promise) throw new Error("no database host located yet: run a statement first")
+        return target.sql
+      },
       run,
       appendAtCommit,
       transactionally,
