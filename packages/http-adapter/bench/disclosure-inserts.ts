@@ -5,7 +5,7 @@
  * transaction, as a replica's reads do. No read runs in the units: this is the ledger's write
  * capacity alone. On a fresh database of the DATABASE_URL server (created, migrated, dropped).
  * Prints, per batch size: events/s, units/s, CPU ms of the database's backends and of this
- * process per 1,000 events, the bytes the table and its indexes grow by per event, and how fast
+ * process per 1,000 events, the bytes the table (its partitions) and indexes grow by per event, and how fast
  * one sealer (the service's background sealer, one at a time across replicas) then seals what
  * was recorded. Used by docs/operations.md, "Scaling out".
  *
@@ -15,6 +15,7 @@
 import { availableParallelism, cpus } from "node:os"
 import { type DisclosureEvent, type DisclosureEventId, type OperationId } from "@clinical-api/domain"
 import {
+  ensureDisclosurePartitions,
   ledgerSignerFromSecret,
   makeDisclosureRecorder,
   makePgClient,
@@ -58,6 +59,8 @@ const main = async () => {
     const scope = Effect.runSync(Scope.make())
     const client = await Effect.runPromise(Scope.provide(makePgClient({ url: database.url, maxConnections: poolSize }), scope))
     const recorder = await Effect.runPromise(Effect.provideService(makeDisclosureRecorder, PgClient, client))
+    // This month's partition, as the service's sealer makes it at start.
+    await Effect.runPromise(Effect.provideService(ensureDisclosurePartitions(), PgClient, client))
     const run = async (batch: number, durationMs: number) => {
       let units = 0
       const deadline = Date.now() + durationMs
@@ -74,7 +77,8 @@ const main = async () => {
       database.query((sql) => sql<Array<{ pid: number }>>`
         SELECT pid FROM pg_stat_activity WHERE datname = ${database.name} AND pid <> pg_backend_pid()`)
     const tableBytes = () =>
-      database.query((sql) => sql<Array<{ bytes: string }>>`SELECT pg_total_relation_size('disclosure_events')::text AS bytes`)
+      database.query((sql) => sql<Array<{ bytes: string }>>`
+        SELECT coalesce(sum(pg_total_relation_size(relid)), 0)::text AS bytes FROM pg_partition_tree('disclosure_events')`)
         .then((rows) => Number(rows[0]?.bytes ?? 0))
     const sealedEvents = () =>
       database.query((sql) => sql<Array<{ count: string }>>`SELECT coalesce(sum(event_count), 0)::text AS count FROM disclosure_seals`)
