@@ -409,7 +409,9 @@ if (adminUrl === "") {
       expect(await states(subscriptionId)).toEqual({ pending: 8, sending: 8 })
       release()
 
-      const second = spawnWorker(database, ["--concurrency", "8"], knobs)
+      // Its own leases are the default 60 s: on a slow machine a short one could expire mid-send
+      // and the batch be sent a third time.
+      const second = spawnWorker(database, ["--concurrency", "8"], workerKnobs)
       workers.push(second)
       await waitUntil(async () => (await states(subscriptionId))["succeeded"] === events, 30_000, "every delivery to succeed")
       second.child.kill("SIGTERM")
