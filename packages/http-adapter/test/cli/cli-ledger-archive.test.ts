@@ -5,7 +5,7 @@ import { ApiKeyId, DisclosureEventId, type DisclosureEvent, EncounterId, Organiz
 import { disclosureInsertStatement, PgClient } from "@clinical-api/storage-adapter"
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import { Schema } from "effect"
-import { type CliDatabase, freshDatabase, onTestDatabase, runInProcess } from "./support/cli-harness.js"
+import { type CliDatabase, freshDatabase, onTestDatabase, runChild, runInProcess } from "./support/cli-harness.js"
 
 /**
  * `disclosures archive` end to end on the database the suite is given (PostgreSQL with
@@ -99,4 +99,36 @@ describe("disclosures archive", { timeout: 180_000 }, () => {
     expect(again).toMatchObject({ code: 0 })
     expect(again.stdout).toContain("no month before 2026-03 is in the database")
   })
+
+  // The CLI's own heap is about 40 MB; 300,000 events make a 115 MB file.
+  it.skipIf(process.env["DATABASE_URL"] === undefined)(
+    "archives and verifies a month of 300,000 events in a 96 MB heap: the export and the file's check stream",
+    async () => {
+      const large = await freshDatabase()
+      const key = { LEDGER_KEY: "a ledger key for the archive memory test, 32+ chars" }
+      try {
+        expect((await runInProcess(["migrate"], large.env)).code).toBe(0)
+        await onTestDatabase(
+          large.env,
+          PgClient.use((client) =>
+            client.run("test.manyEvents", (sql) => sql`
+              INSERT INTO disclosure_events (event_id, occurred_at, organization_id, api_key_id, operation_id, encounter_id,
+                document_id, patient_id, request_id, caller_request_id)
+              SELECT 'dsc_' || lpad(i::text, 12, '0'), timestamptz '2026-01-01' + i * interval '8 seconds',
+                     CASE WHEN i % 2 = 0 THEN 'org_a' ELSE 'org_b' END, 'key_many', 'listPublicEncounters', 'enc_' || (i % 5000),
+                     'doc_' || (i % 7000), NULL, 'req_' || md5(i::text), CASE WHEN i % 3 = 0 THEN 'caller-' || i END
+              FROM generate_series(1, 300000) AS i`)
+          )
+        )
+        const capped = { ...large.env, ...key, NODE_OPTIONS: "--max-old-space-size=96" }
+        const archived = await runChild(["disclosures", "archive", "--before", "2026-02", "--directory", directory], capped)
+        expect(archived.stderr).toBe("")
+        expect(archived.stdout).toMatch(/^2026-01: 300000 events in 15 seals archived/)
+        const checked = await runChild(["disclosures", "verify", "--file", join(directory, "disclosures-2026-01.jsonl")], capped)
+        expect(checked.stdout).toMatch(/^300000 events verified in 15 seals/)
+      } finally {
+        await large.drop()
+      }
+    }
+  )
 })
