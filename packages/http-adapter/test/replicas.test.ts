@@ -282,19 +282,40 @@ describe.skipIf(databaseUrl === undefined || databaseUrl === "")("two replicas b
     expect(forwarder.failures).toEqual([])
   }, 90_000)
 
-  it.skipIf(!haproxyInstalled)("the same behind HAProxy with docs/operations.md's sample configuration", async () => {
+  it.skipIf(!haproxyInstalled)("behind HAProxy with docs/operations.md's sample configuration: when no replica is ready the replicas still answer (not HAProxy's 503), and SIGTERM to one under load loses no request", async () => {
     const [, staying] = pair()
     const joining = await startServiceProcess(env)
     replicas.push(joining)
     const balancer = await startHaproxy([staying.baseUrl, joining.baseUrl])
-    try {
-      // Both replicas up in HAProxy's eyes (rise 2 of inter 1s) before the load starts.
+    const bothReady = async () => {
       const deadline = Date.now() + 30_000
-      const linesBefore = joining.logLineCount()
-      while (joining.logLineCount() === linesBefore && Date.now() < deadline) {
-        await fetchBytes(balancer.baseUrl, "/healthz")
-        await sleep(100)
+      for (const replica of [staying, joining]) {
+        while ((await fetchBytes(replica.baseUrl, "/readyz")).status !== 200 && Date.now() < deadline) await sleep(100)
       }
+      // HAProxy's rise 2 of inter 1s.
+      await sleep(2500)
+    }
+    try {
+      await bothReady()
+      // Both replicas not ready (a migration changed under them, as a database failing over
+      // makes them) and taken out at HAProxy's next check: the last-resort backups still
+      // reach them, and the API answers.
+      const [migration] = await database.query((sql) => sql<Array<{ version: number; checksum: string }>>`
+        SELECT version, checksum FROM schema_migrations ORDER BY version LIMIT 1`)
+      if (migration === undefined) throw new Error("no migration recorded")
+      await database.query((sql) => sql`UPDATE schema_migrations SET checksum = 'changed' WHERE version = ${migration.version}`)
+      try {
+        await sleep(2500)
+        const readiness = await fetchBytes(balancer.baseUrl, "/readyz")
+        expect({ status: readiness.status, body: jsonOf(readiness)["status"] }).toEqual({ status: 503, body: "not_ready" })
+        for (let index = 0; index < 10; index++) {
+          const answer = await fetchBytes(balancer.baseUrl, "/external/v1/encounters/enc_rv_0001", { authorization: RIVERSIDE })
+          expect(answer.status).toBe(200)
+        }
+      } finally {
+        await database.query((sql) => sql`UPDATE schema_migrations SET checksum = ${migration.checksum} WHERE version = ${migration.version}`)
+      }
+      await bothReady()
       await drainUnderLoad(balancer.baseUrl, joining, staying, "haproxy")
     } finally {
       await balancer.stop()

@@ -11,18 +11,19 @@ export const haproxyInstalled = spawnSync("haproxy", ["-v"]).status === 0
 
 /**
  * The sample configuration of docs/operations.md ("A load balancer"), listening on `port` of
- * loopback and balancing over `backendUrls` (one per `server` line, in order).
+ * loopback and balancing over `backendUrls`: the sample's `replicaN` servers (and their
+ * last-resort backups) get the Nth address.
  */
 export const haproxyConfiguration = (port: number, backendUrls: ReadonlyArray<string>): string => {
   const operations = readFileSync(new URL("../../../../docs/operations.md", import.meta.url), "utf8")
   const sample = /```haproxy\n([\s\S]*?)```/.exec(operations)?.[1]
   if (sample === undefined) throw new Error("docs/operations.md has no haproxy block")
-  const servers = sample.match(/^\s*server /gm)?.length ?? 0
-  if (servers !== backendUrls.length) throw new Error(`the sample names ${servers} servers, ${backendUrls.length} given`)
-  let server = 0
+  const replicas = new Set([...sample.matchAll(/^\s*server replica(\d+)/gm)].map((match) => match[1]))
+  if (replicas.size !== backendUrls.length) throw new Error(`the sample names ${replicas.size} replicas, ${backendUrls.length} given`)
   return sample
     .replace(/^(\s*bind )\S+/m, `$1127.0.0.1:${port}`)
-    .replace(/^(\s*server \S+ )\S+/gm, (_line, head: string) => `${head}${new URL(backendUrls[server++] ?? "").host}`)
+    .replace(/^(\s*server replica(\d+)\S* )\S+/gm, (_line, head: string, replica: string) =>
+      `${head}${new URL(backendUrls[Number(replica) - 1] ?? "").host}`)
 }
 
 const freePort = async (): Promise<number> => {
