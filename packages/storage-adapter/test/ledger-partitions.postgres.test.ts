@@ -277,4 +277,18 @@ describe.skipIf(adminUrl === undefined)("disclosure ledger partitions on Postgre
     expect(Exit.isFailure(exit)).toBe(true)
     expect(JSON.stringify(exit)).toMatch(/only months that have ended/)
   })
+
+  it("verify reads the next page while it checks one: the same outcome at any page size, a finding included", async () => {
+    const { url, owner } = await freshDatabase()
+    const run = runOn(url)
+    await threeMonths(url)
+    for (const batchSize of [1, 2, 3, 100]) {
+      expect(await run(verifyLedger(signer, { batchSize }))).toMatchObject({ finding: null, verified: 10, seals: 4 })
+    }
+    const [target] = await owner`SELECT event_id FROM disclosure_events ORDER BY recorded_xid, recorded_seq OFFSET 6 LIMIT 1`
+    await owner`UPDATE disclosure_events SET api_key_id = 'key_other' WHERE event_id = ${target!["event_id"]}`
+    for (const batchSize of [1, 2, 3, 100]) {
+      expect((await run(verifyLedger(signer, { batchSize }))).finding).toMatchObject({ kind: "event_changed", eventId: target!["event_id"] })
+    }
+  })
 })

@@ -36,6 +36,9 @@ export interface PositionedEvent {
  */
 export const INSERTION_SLACK_MS = 60_000
 
+const YEAR_10000_MS = 253_402_300_800_000
+const CANONICAL_INSTANT = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$/
+
 const instantMs = (rfc3339: string): number => Date.parse(rfc3339.length > 24 ? rfc3339.slice(0, 23) + "Z" : rfc3339)
 
 const finding = (
@@ -104,10 +107,23 @@ export class ChainCheck {
     return null
   }
 
+  /** The earliest time an event after `lastComplete` may claim, as `YYYY-MM-DDTHH:MM:SS.mmm` (kept per seal). */
+  private earliestFor: Seal | null = null
+  private earliest = ""
+
   private insertedLate(event: LedgerEvent): LedgerFinding | null {
     const previous = this.lastComplete
     if (previous === null) return null
-    if (instantMs(event.occurredAt) < instantMs(previous.sealedAt) - INSERTION_SLACK_MS) {
+    if (this.earliestFor !== previous) {
+      this.earliestFor = previous
+      const ms = instantMs(previous.sealedAt) - INSERTION_SLACK_MS
+      this.earliest = Number.isFinite(ms) && ms >= 0 && ms < YEAR_10000_MS ? new Date(ms).toISOString().slice(0, 23) : ""
+    }
+    // Both in one fixed format, text order is time order: no date parsed per event.
+    const early = this.earliest !== "" && CANONICAL_INSTANT.test(event.occurredAt)
+      ? event.occurredAt.slice(0, 23) < this.earliest
+      : instantMs(event.occurredAt) < instantMs(previous.sealedAt) - INSERTION_SLACK_MS
+    if (early) {
       return finding(
         "event_inserted",
         (this.previous?.sequence ?? 0) + 1,

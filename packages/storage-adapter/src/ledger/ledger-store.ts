@@ -12,7 +12,7 @@ import {
   type Seal,
   type StoreUnavailable
 } from "@clinical-api/domain"
-import { Effect } from "effect"
+import { Effect, Fiber } from "effect"
 import { PgClient, type Sql } from "../sql/pg-client.js"
 import { readArchives } from "./archive-records.js"
 
@@ -227,8 +227,10 @@ export const verifyLedger = (
   verifier: LedgerVerifier,
   query: LedgerVerifyQuery = {}
 ): Effect.Effect<LedgerVerification, StoreUnavailable, PgClient> =>
-  Effect.flatMap(PgClient, (client) =>
-    client.transactionally(
+  Effect.flatMap(PgClient, (client) => {
+    // The next page of events, read by the server while this one is checked (awaited at the end).
+    let prefetched: Fiber.Fiber<ReadonlyArray<EventRow>, StoreUnavailable> | null = null
+    return client.transactionally(
       Effect.gen(function* () {
         yield* client.run("ledger.verify.isolation", (sql) => sql`SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY`)
         const batchSize = Math.max(1, query.batchSize ?? 20_000)
@@ -248,16 +250,20 @@ export const verifyLedger = (
         let buffered: Array<PositionedEvent> = []
         let cursor: ChainPosition | null = null
         let exhausted = false
-        const fill = Effect.gen(function* () {
-          const rows = yield* client.run(
+        const page = (after: ChainPosition | null) =>
+          client.run(
             "ledger.verify.events",
             (sql) => sql<Array<EventRow>>`
-              SELECT ${eventColumns(sql)} FROM disclosure_events WHERE ${afterPosition(sql, cursor)}
+              SELECT ${eventColumns(sql)} FROM disclosure_events WHERE ${afterPosition(sql, after)}
               ORDER BY recorded_xid, recorded_seq LIMIT ${batchSize}`
           )
+        const fill = Effect.gen(function* () {
+          const rows = prefetched === null ? yield* page(cursor) : yield* Fiber.join(prefetched)
+          prefetched = null
           if (rows.length < batchSize) exhausted = true
           const last = rows.at(-1)
           if (last !== undefined) cursor = { xid: last.xid, seq: last.seq }
+          if (!exhausted) prefetched = yield* Effect.forkChild(page(cursor))
           for (const row of rows) buffered.push(positioned(row))
         })
         /** The buffered events up to `last` (all of them with null), reading on as needed. */
@@ -303,8 +309,9 @@ export const verifyLedger = (
           if (exhausted) return result(check, null, unsealed)
           yield* fill
         }
-      })
-    ))
+      }).pipe(Effect.ensuring(Effect.suspend(() => (prefetched === null ? Effect.void : Effect.asVoid(Fiber.await(prefetched))))))
+    )
+  })
 
 const result = (check: ChainCheck, finding: LedgerFinding | null, unsealed: number): LedgerVerification => ({
   finding,
