@@ -67,6 +67,27 @@ describe.skipIf(databaseUrl === undefined || databaseUrl === "")("two database r
     expect(await refusal(`ALTER TABLE disclosure_events DROP COLUMN caller_request_id`)).toBe("42501")
   })
 
+  it("the runtime role makes the monthly partitions through the owner's function, and can change, detach or drop none of them", async () => {
+    expect(await refusal(`SELECT disclosure_events_ensure_partitions(now() + interval '40 days')`)).toBe("accepted")
+    const now = new Date()
+    const partition = `disclosure_events_${now.getUTCFullYear()}_${String(now.getUTCMonth() + 1).padStart(2, "0")}`
+    const [owned] = await database.query((sql) => sql<Array<{ owner: string }>>`
+      SELECT pg_get_userbyid(relowner) AS owner FROM pg_class WHERE relname = ${partition}`)
+    expect(owned?.owner).not.toBe(role)
+    for (const table of [partition, "disclosure_events_default"]) {
+      expect(await refusal(`UPDATE ${table} SET organization_id = 'org_b'`)).toBe("42501")
+      expect(await refusal(`DELETE FROM ${table}`)).toBe("42501")
+      expect(await refusal(`TRUNCATE ${table}`)).toBe("42501")
+      expect(await refusal(`DROP TABLE ${table}`)).toBe("42501")
+      expect(await refusal(`ALTER TABLE disclosure_events DETACH PARTITION ${table}`)).toBe("42501")
+    }
+    expect(await refusal(`SELECT disclosure_events_create_partition('2031-01-01T00:00:00Z')`)).toBe("42501")
+    expect(await refusal(`DELETE FROM disclosure_archives`)).toBe("42501")
+    expect(await refusal(`
+      INSERT INTO disclosure_archives (month_start, file_name, file_sha256, event_count, shared_events, archived_at, signature)
+      VALUES (now(), 'f', repeat('0', 64), 0, '', now(), '')`)).toBe("42501")
+  })
+
   it("a second migration run keeps the grants exactly (privileges granted by hand are revoked)", async () => {
     await database.query((sql) => sql.unsafe(`GRANT UPDATE, DELETE ON disclosure_events TO ${role}`))
     await Effect.runPromise(
