@@ -2,25 +2,27 @@ import { type StoreUnavailable } from "@clinical-api/domain"
 import { Effect } from "effect"
 import { PgClient } from "../sql/pg-client.js"
 
-/** How far ahead the monthly partitions of the ledger are made (the current month and the next two). */
-export const PARTITION_DAYS_AHEAD = 62
+/** Partitions are made for the current month and this many after it. */
+export const PARTITION_MONTHS_AHEAD = 2
 
 /**
- * Makes the ledger's monthly partitions from the current month to `PARTITION_DAYS_AHEAD` days
- * ahead, and those of months the default partition holds events of (moving them in). Returns
- * how many it created (0 too when another process holds the partitioning lock).
+ * Makes the ledger's monthly partitions for the current month and the next two, and those of
+ * months the default partition holds events of (moving them in). Returns how many it created
+ * (0 too when another process holds the partitioning lock).
  */
 export const ensureDisclosurePartitions = (
   now: Date = new Date()
 ): Effect.Effect<number, StoreUnavailable, PgClient> =>
-  Effect.flatMap(PgClient, (client) =>
-    client
+  Effect.flatMap(PgClient, (client) => {
+    const through = new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth() + PARTITION_MONTHS_AHEAD, 1))
+    return client
       .run(
         "ledger.partitions.ensure",
         (sql) => sql<Array<{ created: number }>>`
-          SELECT disclosure_events_ensure_partitions(${new Date(now.getTime() + PARTITION_DAYS_AHEAD * 86_400_000).toISOString()}::timestamptz) AS created`
+          SELECT disclosure_events_ensure_partitions(${through.toISOString()}::timestamptz) AS created`
       )
-      .pipe(Effect.map((rows) => rows[0]?.created ?? 0)))
+      .pipe(Effect.map((rows) => rows[0]?.created ?? 0))
+  })
 
 export interface DisclosurePartition {
   readonly name: string
