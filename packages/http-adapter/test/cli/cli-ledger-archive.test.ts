@@ -1,11 +1,13 @@
-import { mkdtemp, readdir, rm } from "node:fs/promises"
+import { spawn } from "node:child_process"
+import { once } from "node:events"
+import { mkdtemp, readdir, rm, stat } from "node:fs/promises"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { ApiKeyId, DisclosureEventId, type DisclosureEvent, EncounterId, OrganizationId, RequestId } from "@clinical-api/domain"
 import { disclosureInsertStatement, PgClient } from "@clinical-api/storage-adapter"
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import { Schema } from "effect"
-import { type CliDatabase, freshDatabase, onTestDatabase, runChild, runInProcess } from "./support/cli-harness.js"
+import { CLI_ENTRY, type CliDatabase, freshDatabase, onTestDatabase, runChild, runInProcess, WORKSPACE_ROOT } from "./support/cli-harness.js"
 
 /**
  * `disclosures archive` end to end on the database the suite is given (PostgreSQL with
@@ -102,7 +104,7 @@ describe("disclosures archive", { timeout: 180_000 }, () => {
 
   // The CLI's own heap is about 40 MB; 300,000 events make a 115 MB file.
   it.skipIf(process.env["DATABASE_URL"] === undefined)(
-    "archives and verifies a month of 300,000 events in a 96 MB heap: the export and the file's check stream",
+    "archives and verifies a month of 300,000 events in a 96 MB heap (the export and the file's check stream), after an archive killed while writing its file left the month whole",
     async () => {
       const large = await freshDatabase()
       const key = { LEDGER_KEY: "a ledger key for the archive memory test, 32+ chars" }
@@ -120,6 +122,35 @@ describe("disclosures archive", { timeout: 180_000 }, () => {
               FROM generate_series(1, 300000) AS i`)
           )
         )
+        // Killed while it writes the file: the month stays in the database, whole.
+        const killedDirectory = await mkdtemp(join(tmpdir(), "cli-archive-killed-"))
+        try {
+          const child = spawn(process.execPath, [CLI_ENTRY, "disclosures", "archive", "--before", "2026-02", "--directory", killedDirectory], {
+            cwd: WORKSPACE_ROOT,
+            env: { ...process.env, ...large.env, ...key },
+            stdio: "ignore"
+          })
+          const closed = once(child, "close")
+          const partial = join(killedDirectory, "disclosures-2026-01.jsonl.partial")
+          for (let waited = 0; ; waited += 50) {
+            const size = await stat(partial).then((info) => info.size, () => 0)
+            if (size > 1_000_000) break
+            if (waited > 150_000 || child.exitCode !== null) throw new Error(`the archive never wrote its file (exit ${child.exitCode})`)
+            await new Promise((resolve) => setTimeout(resolve, 50))
+          }
+          child.kill("SIGKILL")
+          await closed
+          const [left] = await onTestDatabase(
+            large.env,
+            PgClient.use((client) => client.run("test.left", (sql) => sql<Array<{ events: number; archives: number }>>`
+              SELECT (SELECT count(*)::int FROM disclosure_events WHERE occurred_at < '2026-02-01T00:00:00Z') AS events,
+                     (SELECT count(*)::int FROM disclosure_archives) AS archives`))
+          )
+          expect(left).toEqual({ events: 300_000, archives: 0 })
+        } finally {
+          await rm(killedDirectory, { recursive: true, force: true })
+        }
+
         const capped = { ...large.env, ...key, NODE_OPTIONS: "--max-old-space-size=96" }
         const archived = await runChild(["disclosures", "archive", "--before", "2026-02", "--directory", directory], capped)
         expect(archived.stderr).toBe("")
