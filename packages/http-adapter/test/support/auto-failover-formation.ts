@@ -3,6 +3,7 @@ import { chownSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, openSync, 
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { promisify } from "node:util"
+import postgres from "postgres"
 import { postgresBinDir } from "./disposable-cluster.js"
 
 /** Whether `pg_autoctl` (Debian's postgresql-NN-auto-failover) is on PATH. */
@@ -28,7 +29,10 @@ export interface AutoFailoverFormation {
   /** `postgres://postgres@127.0.0.1:p1,127.0.0.1:p2/postgres?target_session_attrs=read-write&connect_timeout=2` */
   readonly url: string
   readonly nodes: () => Promise<ReadonlyArray<FormationNode>>
-  /** Resolves once one node is primary and the other secondary, both as assigned. */
+  /**
+   * Resolves once one node is primary and the other secondary, both as assigned, and the
+   * primary's commits wait for the standby (it streams, synchronous).
+   */
   readonly settled: (timeoutMs?: number) => Promise<{ readonly primary: FormationNode; readonly secondary: FormationNode }>
   /** `pg_autoctl perform failover`: waits until the standby is the new primary. */
   readonly performFailover: () => Promise<void>
@@ -115,6 +119,19 @@ export const createAutoFailoverFormation = async (): Promise<AutoFailoverFormati
       assigned: String(row["assigned_group_state"])
     }))
   }
+  const replicatesSynchronously = async (port: number) => {
+    const sql = postgres(`postgres://postgres@127.0.0.1:${port}/postgres`, { max: 1, connect_timeout: 2, onnotice: () => {} })
+    try {
+      const [row] = await sql<Array<{ synchronous: boolean }>>`
+        SELECT current_setting('synchronous_standby_names') <> '' AND EXISTS (
+          SELECT 1 FROM pg_stat_replication WHERE state = 'streaming' AND sync_state IN ('sync', 'quorum')) AS synchronous`
+      return row?.synchronous === true
+    } catch {
+      return false
+    } finally {
+      await sql.end({ timeout: 2 })
+    }
+  }
   const settled = async (timeoutMs = 90_000) => {
     const deadline = Date.now() + timeoutMs
     let last: ReadonlyArray<FormationNode> = []
@@ -122,7 +139,9 @@ export const createAutoFailoverFormation = async (): Promise<AutoFailoverFormati
       last = await nodes().catch(() => [])
       const primary = last.find((node) => node.state === "primary" && node.assigned === "primary")
       const secondary = last.find((node) => node.state === "secondary" && node.assigned === "secondary")
-      if (primary !== undefined && secondary !== undefined && last.length === 2) return { primary, secondary }
+      if (primary !== undefined && secondary !== undefined && last.length === 2 && (await replicatesSynchronously(primary.port))) {
+        return { primary, secondary }
+      }
       await pause(250)
     }
     throw new Error(`the formation did not settle within ${timeoutMs} ms: ${JSON.stringify(last)}`)
