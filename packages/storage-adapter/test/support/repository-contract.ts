@@ -237,7 +237,7 @@ export const repositoryContract = (factory: TestDatabaseFactory) => {
               Effect.provide(PgClientLayer({ url: fresh.url, ...fresh.clientOptions }))
             )
         const allVersions = migrations.map((migration) => migration.version)
-        expect([...runs[0].applied, ...runs[1].applied].sort()).toEqual(allVersions)
+        expect([...runs[0].applied, ...runs[1].applied].sort((a, b) => a - b)).toEqual(allVersions)
         expect(runs[0].current).toEqual(allVersions)
         expect(runs[1].current).toEqual(allVersions)
         const ledger = yield* Effect.flatMap(PgClient, (pg) =>
