@@ -197,6 +197,36 @@ export const startServiceProcess = async (
   })
 }
 
+/** A child process that runs until stopped: `stop` sends SIGTERM (if still running) and waits for its exit. */
+export interface LongRunningProcess {
+  readonly child: ChildProcess
+  readonly stderr: () => string
+  readonly stop: () => Promise<void>
+}
+
+/**
+ * The webhook delivery worker (`pnpm cli webhooks worker <args>`) as a child process, with
+ * `env` (its database and the test's worker settings). Its stdout is not kept.
+ */
+export const startWorkerProcess = (args: ReadonlyArray<string>, env: Readonly<Record<string, string>>): LongRunningProcess => {
+  const child = spawn(process.execPath, [cliScript, "webhooks", "worker", ...args], {
+    cwd: repositoryRoot,
+    env: childEnvironment({ NO_COLOR: "1", ...env }),
+    stdio: ["ignore", "ignore", "pipe"]
+  })
+  let stderr = ""
+  child.stderr?.setEncoding("utf8").on("data", (chunk: string) => (stderr += chunk))
+  const exited = new Promise<void>((resolve) => child.once("close", () => resolve()))
+  return {
+    child,
+    stderr: () => stderr,
+    stop: async () => {
+      if (child.exitCode === null && child.signalCode === null) child.kill("SIGTERM")
+      await exited
+    }
+  }
+}
+
 /** Runs the service's main module to its exit (for start-up refusals). */
 export const runServiceToExit = async (env: Readonly<Record<string, string>>, timeoutMs = 60_000): Promise<ExitedProcess> => {
   const bundle = await builtService()

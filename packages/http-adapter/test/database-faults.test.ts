@@ -1,4 +1,3 @@
-import { type ChildProcess, spawn } from "node:child_process"
 import { DocumentId, EncounterId, type OrganizationId, WebhookEventId, WebhookOutbox } from "@clinical-api/domain"
 import { PgClient } from "@clinical-api/storage-adapter"
 import { Effect } from "effect"
@@ -8,11 +7,12 @@ import {
   createFreshDatabase,
   type FreshDatabase,
   loadFixtureWithCli,
+  type LongRunningProcess,
   runCli,
   type ServiceProcess,
-  startServiceProcess
+  startServiceProcess,
+  startWorkerProcess
 } from "../scripts/service-process.js"
-import { CLI_ENTRY, WORKSPACE_ROOT } from "./cli/support/cli-harness.js"
 import {
   activeSubscription,
   closedPortUrl,
@@ -114,42 +114,15 @@ const underLoad = async (
   return answers
 }
 
-/** The delivery worker (`pnpm cli webhooks worker`) as a child process on `databaseUrl`. */
-interface Worker {
-  readonly child: ChildProcess
-  readonly stderr: () => string
-  readonly stop: () => Promise<void>
-}
-
-const startWorker = (databaseUrl: string): Worker => {
-  const env: Record<string, string | undefined> = { ...process.env }
-  for (const name of ["PGLITE_DATA_DIR", "PUBLIC_API_ENVIRONMENT"]) delete env[name]
-  const child = spawn(process.execPath, [CLI_ENTRY, "webhooks", "worker", "--concurrency", "4"], {
-    cwd: WORKSPACE_ROOT,
-    env: {
-      ...env,
-      NO_COLOR: "1",
-      DATABASE_URL: databaseUrl,
-      WEBHOOK_RUNTIME: "enabled",
-      WEBHOOK_POLL_INTERVAL_MS: "50",
-      WEBHOOK_RETRY_DELAYS_MS: "100",
-      // A delivery whose settlement was cut off is taken again after its lease: 3 s, not 60.
-      WEBHOOK_LEASE_MS: "3000"
-    },
-    stdio: ["ignore", "ignore", "pipe"]
+const startWorker = (databaseUrl: string): LongRunningProcess =>
+  startWorkerProcess(["--concurrency", "4"], {
+    DATABASE_URL: databaseUrl,
+    WEBHOOK_RUNTIME: "enabled",
+    WEBHOOK_POLL_INTERVAL_MS: "50",
+    WEBHOOK_RETRY_DELAYS_MS: "100",
+    // A delivery whose settlement was cut off is taken again after its lease: 3 s, not 60.
+    WEBHOOK_LEASE_MS: "3000"
   })
-  let stderr = ""
-  child.stderr?.setEncoding("utf8").on("data", (chunk: string) => (stderr += chunk))
-  const exited = new Promise<void>((resolve) => child.once("close", () => resolve()))
-  return {
-    child,
-    stderr: () => stderr,
-    stop: async () => {
-      if (child.exitCode === null && child.signalCode === null) child.kill("SIGTERM")
-      await exited
-    }
-  }
-}
 
 const onWebhookStore = <A, E>(databaseUrl: string, effect: Effect.Effect<A, E, WebhookServices>) =>
   Effect.runPromise(Effect.scoped(Effect.provide(effect, webhookStackOn(databaseUrl, 2))))

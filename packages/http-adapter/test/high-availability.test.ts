@@ -1,10 +1,15 @@
-import { type ChildProcess, spawn } from "node:child_process"
 import { DocumentId, EncounterId, type OrganizationId, WebhookEventId, WebhookOutbox } from "@clinical-api/domain"
 import { PgClient } from "@clinical-api/storage-adapter"
 import { Effect, ManagedRuntime } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { loadFixtureWithCli, runCli, type ServiceProcess, startServiceProcess } from "../scripts/service-process.js"
-import { CLI_ENTRY, WORKSPACE_ROOT } from "./cli/support/cli-harness.js"
+import {
+  loadFixtureWithCli,
+  type LongRunningProcess,
+  runCli,
+  type ServiceProcess,
+  startServiceProcess,
+  startWorkerProcess
+} from "../scripts/service-process.js"
 import { activeSubscription, closedPortUrl, startReceiver, type TestReceiver, unique, webhookStackOn } from "./cli-webhooks-support.js"
 import { type AutoFailoverFormation, createAutoFailoverFormation, pgAutoctlInstalled } from "./support/auto-failover-formation.js"
 import { haproxyInstalled, type RunningHaproxy, startHaproxy } from "./support/haproxy.js"
@@ -36,42 +41,16 @@ const PUBLISH_INTERVAL_MS = 100
 
 const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 
-interface Worker {
-  readonly child: ChildProcess
-  readonly stderr: () => string
-  readonly stop: () => Promise<void>
-}
-
-const startWorker = (databaseUrl: string): Worker => {
-  const env: Record<string, string | undefined> = { ...process.env }
-  for (const name of ["PGLITE_DATA_DIR", "PUBLIC_API_ENVIRONMENT"]) delete env[name]
-  const child = spawn(process.execPath, [CLI_ENTRY, "webhooks", "worker", "--concurrency", "8"], {
-    cwd: WORKSPACE_ROOT,
-    env: {
-      ...env,
-      NO_COLOR: "1",
-      DATABASE_URL: databaseUrl,
-      DATABASE_POOL_MAX: "2",
-      WEBHOOK_RUNTIME: "enabled",
-      WEBHOOK_POLL_INTERVAL_MS: "100",
-      WEBHOOK_RETRY_DELAYS_MS: "200",
-      // A delivery whose settlement was cut off by the failover is taken again after its lease.
-      WEBHOOK_LEASE_MS: "3000"
-    },
-    stdio: ["ignore", "ignore", "pipe"]
+const startWorker = (databaseUrl: string): LongRunningProcess =>
+  startWorkerProcess(["--concurrency", "8"], {
+    DATABASE_URL: databaseUrl,
+    DATABASE_POOL_MAX: "2",
+    WEBHOOK_RUNTIME: "enabled",
+    WEBHOOK_POLL_INTERVAL_MS: "100",
+    WEBHOOK_RETRY_DELAYS_MS: "200",
+    // A delivery whose settlement was cut off by the failover is taken again after its lease.
+    WEBHOOK_LEASE_MS: "3000"
   })
-  let stderr = ""
-  child.stderr?.setEncoding("utf8").on("data", (chunk: string) => (stderr += chunk))
-  const exited = new Promise<void>((resolve) => child.once("close", () => resolve()))
-  return {
-    child,
-    stderr: () => stderr,
-    stop: async () => {
-      if (child.exitCode === null && child.signalCode === null) child.kill("SIGTERM")
-      await exited
-    }
-  }
-}
 
 interface FailoverFigures {
   readonly failover: string
@@ -114,7 +93,7 @@ describe.skipIf(!available)("high availability: two replicas and two workers on 
   let webhooks: ReturnType<typeof webhookRuntime>
   let organizationId: OrganizationId
   const replicas: Array<ServiceProcess> = []
-  const workers: Array<Worker> = []
+  const workers: Array<LongRunningProcess> = []
   const published = new Set<string>()
   let env: Record<string, string>
 
