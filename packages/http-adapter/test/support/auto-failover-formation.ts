@@ -5,6 +5,7 @@ import { join } from "node:path"
 import { promisify } from "node:util"
 import postgres from "postgres"
 import { postgresBinDir } from "./disposable-cluster.js"
+import { freePort } from "./free-port.js"
 
 /** Whether `pg_autoctl` (Debian's postgresql-NN-auto-failover) is on PATH. */
 export const pgAutoctlInstalled = spawnSync("pg_autoctl", ["--version"]).status === 0
@@ -46,19 +47,6 @@ export interface AutoFailoverFormation {
 }
 
 const run = promisify(execFile)
-
-const freePort = async (): Promise<number> => {
-  const { createServer } = await import("node:net")
-  return new Promise((resolve, reject) => {
-    const server = createServer()
-    server.once("error", reject)
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address()
-      const port = typeof address === "object" && address !== null ? address.port : 0
-      server.close(() => resolve(port))
-    })
-  })
-}
 
 const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 

@@ -1,9 +1,9 @@
 import { execFile } from "node:child_process"
 import { chownSync, existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs"
-import { createServer } from "node:net"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { promisify } from "node:util"
+import { freePort } from "./free-port.js"
 
 /**
  * A PostgreSQL cluster of a test's own, in a temporary folder on a free loopback port
@@ -41,16 +41,6 @@ export const postgresBinDir = (): string | undefined => {
   return newest === undefined ? undefined : join(debian, newest, "bin")
 }
 
-const freePort = (): Promise<number> =>
-  new Promise((resolve, reject) => {
-    const server = createServer()
-    server.once("error", reject)
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address()
-      const port = typeof address === "object" && address !== null ? address.port : 0
-      server.close(() => resolve(port))
-    })
-  })
 
 export const createDisposableCluster = async (clusterOptions: DisposableClusterOptions = {}): Promise<DisposableCluster> => {
   const binDir = postgresBinDir()

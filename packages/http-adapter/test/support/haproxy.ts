@@ -2,9 +2,9 @@ import { spawn, spawnSync } from "node:child_process"
 import { once } from "node:events"
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { get } from "node:http"
-import { type AddressInfo, createServer } from "node:net"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
+import { freePort } from "./free-port.js"
 
 /** Whether `haproxy` (Debian's package) is on PATH. */
 export const haproxyInstalled = spawnSync("haproxy", ["-v"]).status === 0
@@ -24,14 +24,6 @@ export const haproxyConfiguration = (port: number, backendUrls: ReadonlyArray<st
     .replace(/^(\s*bind )\S+/m, `$1127.0.0.1:${port}`)
     .replace(/^(\s*server replica(\d+)\S* )\S+/gm, (_line, head: string, replica: string) =>
       `${head}${new URL(backendUrls[Number(replica) - 1] ?? "").host}`)
-}
-
-const freePort = async (): Promise<number> => {
-  const server = createServer().listen(0, "127.0.0.1")
-  await once(server, "listening")
-  const { port } = server.address() as AddressInfo
-  await new Promise((resolve) => server.close(resolve))
-  return port
 }
 
 const answersHealthz = (baseUrl: string): Promise<boolean> =>
