@@ -8,17 +8,38 @@ import {
   RequestId
 } from "@clinical-api/domain"
 import { Effect } from "effect"
-import type { HttpServerRequest } from "effect/http"
+import { type HttpServerRequest, HttpServerResponse } from "effect/http"
 import { HttpApi, HttpApiBuilder } from "effect/http-api"
 import { PUBLIC_API_GROUP, PublicHttpApi } from "../api/definition.js"
 import { Exchange, noteRefusal, parseQuery } from "./exchange.js"
+import { compileJsonWriter, type JsonWriter } from "./json-writer.js"
 
 /**
- * Success bodies are encoded without the schemas' checks: the use cases return what the
- * presenters made of rows the storage adapter already checked, and the checks cost about a
- * fifth of a list page's encoding. Decoding keeps them.
+ * Success bodies are written without the schemas' checks, by their compiled writers or, where
+ * none compiles, by the HttpApi's encoding: the use cases return what the presenters made of
+ * rows the storage adapter already checked. Decoding keeps them.
  */
 const ServedApi = PublicHttpApi.annotate(HttpApi.SuccessParseOptions, { disableChecks: true })
+
+/** The writer of each operation's success body, compiled from its success schema (server/json-writer.ts). */
+export const successWriters: ReadonlyMap<OperationId, JsonWriter> = (() => {
+  const writers = new Map<OperationId, JsonWriter>()
+  HttpApi.reflect(PublicHttpApi, {
+    onGroup: () => undefined,
+    onEndpoint: ({ endpoint }) => {
+      const [success, ...others] = endpoint.success
+      const writer = success === undefined || others.length > 0 ? undefined : compileJsonWriter(success)
+      if (writer !== undefined) writers.set(endpoint.identifier as OperationId, writer)
+    }
+  })
+  return writers
+})()
+
+/** The 200 of a success body: its compiled writer's text, or the value for the HttpApi to encode through its schema. */
+const answer = <A>(operationId: OperationId, body: A): A | HttpServerResponse.HttpServerResponse => {
+  const writer = successWriters.get(operationId)
+  return writer === undefined ? body : HttpServerResponse.text(writer(body), { contentType: "application/json" })
+}
 
 /**
  * The handlers of the five operations: the raw `Authorization` header to the access policy
@@ -38,7 +59,7 @@ export const PublicApiHandlersLive = HttpApiBuilder.group(ServedApi, PUBLIC_API_
       operationId: OperationId,
       request: HttpServerRequest.HttpServerRequest,
       useCase: (caller: Caller, request: PublicRequest) => Effect.Effect<A, PublicApiError>
-    ): Effect.Effect<A, PublicApiError, Exchange> =>
+    ): Effect.Effect<A | HttpServerResponse.HttpServerResponse, PublicApiError, Exchange> =>
       Effect.flatMap(Effect.service(Exchange), (exchange) =>
         access.authorize(request.headers.authorization, operationId).pipe(
           Effect.flatMap((caller) => {
@@ -49,6 +70,7 @@ export const PublicApiHandlersLive = HttpApiBuilder.group(ServedApi, PUBLIC_API_
               query: parseQuery(exchange.rawQuery)
             })
           }),
+          Effect.map((body) => answer(operationId, body)),
           Effect.tapError((error) => Effect.sync(() => noteRefusal(exchange, error)))
         ))
 
