@@ -11,7 +11,12 @@ import {
   startWorkerProcess
 } from "../scripts/service-process.js"
 import { activeSubscription, closedPortUrl, startReceiver, type TestReceiver, unique, webhookStackOn } from "./cli-webhooks-support.js"
-import { type AutoFailoverFormation, createAutoFailoverFormation, pgAutoctlInstalled } from "./support/auto-failover-formation.js"
+import {
+  type AutoFailoverFormation,
+  createAutoFailoverFormation,
+  type FormationNode,
+  pgAutoctlInstalled
+} from "./support/auto-failover-formation.js"
 import { haproxyInstalled, type RunningHaproxy, startHaproxy } from "./support/haproxy.js"
 import { type Answer, missingDisclosures, outcomeCounts, startSteadyLoad, unexpectedAnswers } from "./support/steady-load.js"
 
@@ -20,9 +25,11 @@ import { type Answer, missingDisclosures, outcomeCounts, startSteadyLoad, unexpe
  * primary and its synchronous standby) of the test's own, two service replicas behind HAProxy
  * with docs/operations.md's configuration, two webhook delivery workers and a local receiver,
  * all given the formation as one DATABASE_URL naming both nodes (target_session_attrs=read-write).
- * Under steady reads and webhook events published all along, the primary goes away twice: a
- * planned failover (`pg_autoctl perform failover`), then its postmaster SIGKILLed. Nothing may
- * be restarted by the test: every process must stay up and find the new primary by itself.
+ * Under steady reads and webhook events published all along, the primary goes away three times:
+ * a planned failover (`pg_autoctl perform failover`), its postmaster SIGKILLed (its pg_autoctl
+ * usually restarts it in place), then its machine lost (its pg_autoctl and Postgres SIGKILLed
+ * together: the monitor promotes the standby). Nothing may be restarted by the test: every
+ * process must stay up and find the new primary by itself.
  */
 const available = pgAutoctlInstalled && haproxyInstalled
 if (!available) {
@@ -154,9 +161,13 @@ describe.skipIf(!available)("high availability: two replicas and two workers on 
    * Steady load and publishing for 2 s, then `failover` (resolving once it has been started),
    * then load until 200s have come back for 3 s (at most RESUME_WITHIN_MS and a little more);
    * then every published event must reach the receiver and every 200 have its disclosure
-   * events on the primary of the settled formation.
+   * events on the primary `afterwards` finds (by default that of the settled formation).
    */
-  const underFailover = async (name: string, failover: (primaryPort: number) => Promise<void>) => {
+  const underFailover = async (
+    name: string,
+    failover: (primaryPort: number) => Promise<void>,
+    afterwards: (primaryBefore: FormationNode) => Promise<{ readonly primary: FormationNode }> = () => formation.settled()
+  ) => {
     const before = await formation.settled()
     const load = startSteadyLoad(balancer.baseUrl, LOAD_INTERVAL_MS)
     const publisher = startPublishing()
@@ -171,7 +182,7 @@ describe.skipIf(!available)("high availability: two replicas and two workers on 
     }
     const answers = await load.stop()
     await publisher.stop()
-    const after = await formation.settled()
+    const after = await afterwards(before.primary)
 
     const deliveredBy = Date.now() + 60_000
     const lost = () => [...published].filter((eventId) => !receiver.handled.has(eventId))
@@ -213,6 +224,7 @@ describe.skipIf(!available)("high availability: two replicas and two workers on 
     expect(receiver.received.every((request) => request.signature?.startsWith("v1=") === true)).toBe(true)
     expect(firstBack - failoverAt).toBeLessThanOrEqual(RESUME_WITHIN_MS)
     expect(report.ok).toBeGreaterThan(50)
+    return report
   }
 
   it("a planned failover (pg_autoctl perform failover): every answer a 200 or the 503 body, nothing lost, 200s back within 30 s", async () => {
@@ -225,6 +237,27 @@ describe.skipIf(!available)("high availability: two replicas and two workers on 
     await underFailover("postmaster SIGKILL", async (primaryPort) => {
       process.kill(formation.postmasterPid(primaryPort), "SIGKILL")
     })
+  }, 180_000)
+
+  it("the primary's machine lost (its pg_autoctl and Postgres SIGKILLed together): the standby promoted, the same", async () => {
+    // The monitor's defaults take about 50 s to promote: a failed health check counts only after
+    // 20 s without a report from the node's pg_autoctl, then the old primary is given 30 s to stop
+    // by itself. Here its loss is noticed within about 2 s of checks, counts after 5 s of silence
+    // (pg_autoctl reports every second), and the dead primary is given 2 s.
+    await formation.configureMonitor({
+      "pgautofailover.health_check_period": "1000",
+      "pgautofailover.health_check_timeout": "1000",
+      "pgautofailover.health_check_max_retries": "1",
+      "pgautofailover.health_check_retry_delay": "500",
+      "pgautofailover.node_considered_unhealthy_timeout": "5000",
+      "pgautofailover.primary_demote_timeout": "2000"
+    })
+    const report = await underFailover(
+      "primary machine lost",
+      async (primaryPort) => formation.killNode(primaryPort),
+      (primaryBefore) => formation.promotedWithout(primaryBefore.name)
+    )
+    expect(report.primaryAfter).not.toBe(report.primaryBefore)
   }, 180_000)
 
   it("the disclosure ledger, sealed by the replicas all along, verifies on the new primary", async () => {

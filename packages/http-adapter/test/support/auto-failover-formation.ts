@@ -1,5 +1,5 @@
 import { type ChildProcess, execFile, spawn, spawnSync } from "node:child_process"
-import { chownSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync } from "node:fs"
+import { chownSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { promisify } from "node:util"
@@ -35,10 +35,23 @@ export interface AutoFailoverFormation {
    * primary's commits wait for the standby (it streams, synchronous).
    */
   readonly settled: (timeoutMs?: number) => Promise<{ readonly primary: FormationNode; readonly secondary: FormationNode }>
+  /**
+   * Resolves once a node other than `lostName` is primary on its own (`wait_primary` as
+   * assigned: its standby is gone) and takes writes.
+   */
+  readonly promotedWithout: (lostName: string, timeoutMs?: number) => Promise<{ readonly primary: FormationNode }>
   /** `pg_autoctl perform failover`: waits until the standby is the new primary. */
   readonly performFailover: () => Promise<void>
   /** The pid of the postmaster of the node on `port` (its postmaster.pid). */
   readonly postmasterPid: (port: number) => number
+  /**
+   * The loss of the node's machine: its `pg_autoctl` (with its sub-processes) and its Postgres
+   * (postmaster and backends) SIGKILLed together, so that nothing restarts it. Its exit is then
+   * not counted by `exitedEarly`.
+   */
+  readonly killNode: (port: number) => void
+  /** `ALTER SYSTEM SET` each setting on the monitor, then reloads its configuration. */
+  readonly configureMonitor: (settings: Readonly<Record<string, string>>) => Promise<void>
   /** The monitor's latest events (`pg_autoctl show events`), to explain a failure. */
   readonly events: () => Promise<string>
   /** `pg_autoctl` processes that exited before `remove` (none should). */
@@ -49,6 +62,26 @@ export interface AutoFailoverFormation {
 const run = promisify(execFile)
 
 const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
+
+/** `root` and every process below it (parents from /proc/<pid>/stat), parents first. */
+const processTree = (root: number): Array<number> => {
+  const parentOf = new Map<number, number>()
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, "utf8")
+      // "pid (command) state ppid ...", where the command may hold spaces and parentheses.
+      parentOf.set(Number(entry), Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]))
+    } catch {
+      // the process exited meanwhile
+    }
+  }
+  const tree = [root]
+  for (let index = 0; index < tree.length; index++) {
+    for (const [pid, parent] of parentOf) if (parent === tree[index]) tree.push(pid)
+  }
+  return tree
+}
 
 export const createAutoFailoverFormation = async (): Promise<AutoFailoverFormation> => {
   const binDir = postgresBinDir()
@@ -79,6 +112,7 @@ export const createAutoFailoverFormation = async (): Promise<AutoFailoverFormati
   }
   const services: Array<{ readonly name: string; readonly child: ChildProcess; readonly exited: Promise<void> }> = []
   let removing = false
+  const killed = new Set<string>()
   const exitedEarly: Array<string> = []
   const startService = (name: string, args: ReadonlyArray<string>) => {
     const [file, argv] = command(args)
@@ -86,7 +120,7 @@ export const createAutoFailoverFormation = async (): Promise<AutoFailoverFormati
     const child = spawn(file, argv, { cwd: folder, stdio: ["ignore", log, log] })
     const exited = new Promise<void>((resolve) =>
       child.once("exit", (code, signal) => {
-        if (!removing) exitedEarly.push(`${name} (${code ?? signal})`)
+        if (!removing && !killed.has(name)) exitedEarly.push(`${name} (${code ?? signal})`)
         resolve()
       }))
     services.push({ name, child, exited })
@@ -133,6 +167,58 @@ export const createAutoFailoverFormation = async (): Promise<AutoFailoverFormati
       await pause(250)
     }
     throw new Error(`the formation did not settle within ${timeoutMs} ms: ${JSON.stringify(last)}`)
+  }
+  const writable = async (port: number) => {
+    const sql = postgres(`postgres://postgres@127.0.0.1:${port}/postgres`, { max: 1, connect_timeout: 2, onnotice: () => {} })
+    try {
+      const [row] = await sql<Array<{ writable: boolean }>>`
+        SELECT NOT pg_is_in_recovery() AND current_setting('transaction_read_only') = 'off' AS writable`
+      return row?.writable === true
+    } catch {
+      return false
+    } finally {
+      await sql.end({ timeout: 2 })
+    }
+  }
+  const promotedWithout = async (lostName: string, timeoutMs = 60_000) => {
+    const deadline = Date.now() + timeoutMs
+    let last: ReadonlyArray<FormationNode> = []
+    while (Date.now() < deadline) {
+      last = await nodes().catch(() => [])
+      const primary = last.find((node) =>
+        node.name !== lostName && node.state === "wait_primary" && node.assigned === "wait_primary")
+      if (primary !== undefined && (await writable(primary.port))) return { primary }
+      await pause(250)
+    }
+    throw new Error(`no node took over from ${lostName} within ${timeoutMs} ms: ${JSON.stringify(last)}`)
+  }
+  const postmasterPid = (port: number) => {
+    const data = nodeData[nodePorts.indexOf(port)]
+    if (data === undefined) throw new Error(`no node on port ${port}`)
+    return Number(readFileSync(join(data, "postmaster.pid"), "utf8").split("\n")[0])
+  }
+  const killNode = (port: number) => {
+    const name = `node${nodePorts.indexOf(port) + 1}`
+    const service = services.find((candidate) => candidate.name === name)
+    if (service?.child.pid === undefined) throw new Error(`no pg_autoctl running for the node on port ${port}`)
+    const pids = new Set([...processTree(service.child.pid), ...processTree(postmasterPid(port))])
+    killed.add(name)
+    for (const pid of pids) {
+      try {
+        process.kill(pid, "SIGKILL")
+      } catch {
+        // already gone
+      }
+    }
+  }
+  const configureMonitor = async (settings: Readonly<Record<string, string>>) => {
+    const sql = postgres(`postgres://postgres@127.0.0.1:${monitorPort}/postgres`, { max: 1, onnotice: () => {} })
+    try {
+      for (const [name, value] of Object.entries(settings)) await sql.unsafe(`ALTER SYSTEM SET ${name} = '${value}'`)
+      await sql`SELECT pg_reload_conf()`
+    } finally {
+      await sql.end({ timeout: 5 })
+    }
   }
   const remove = async () => {
     removing = true
@@ -186,15 +272,13 @@ export const createAutoFailoverFormation = async (): Promise<AutoFailoverFormati
     url: `postgres://postgres@${nodePorts.map((port) => `127.0.0.1:${port}`).join(",")}/postgres?target_session_attrs=read-write&connect_timeout=2`,
     nodes,
     settled,
+    promotedWithout,
     performFailover: async () => {
       await autoctl(["perform", "failover", "--pgdata", monitorData])
     },
-    postmasterPid: (port) => {
-      const index = nodePorts.indexOf(port)
-      const data = nodeData[index]
-      if (data === undefined) throw new Error(`no node on port ${port}`)
-      return Number(readFileSync(join(data, "postmaster.pid"), "utf8").split("\n")[0])
-    },
+    postmasterPid,
+    killNode,
+    configureMonitor,
     events: () => autoctl(["show", "events", "--pgdata", monitorData, "--count", "40"]).catch((error: unknown) => String(error)),
     exitedEarly: () => exitedEarly,
     remove
