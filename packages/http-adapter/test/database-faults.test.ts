@@ -127,12 +127,8 @@ const startWorker = (databaseUrl: string): LongRunningProcess =>
 const onWebhookStore = <A, E>(databaseUrl: string, effect: Effect.Effect<A, E, WebhookServices>) =>
   Effect.runPromise(Effect.scoped(Effect.provide(effect, webhookStackOn(databaseUrl, 2))))
 
-/**
- * An active subscription to a local receiver (the receiver kit: signatures checked, business
- * work once per event id) and a delivery worker on `databaseUrl`; events published before and
- * after `fault` must each reach the business handler, and the worker must still be running.
- */
-const deliveriesThroughFault = async (databaseUrl: string, fault: () => Promise<void>) => {
+/** An active subscription to a local receiver (the receiver kit: signatures checked, business work once per event id), and a publisher of events for it. */
+const subscribedReceiver = async (databaseUrl: string) => {
   const { organizationId, secret, subscriptionId } = await onWebhookStore(
     databaseUrl,
     Effect.flatMap(Effect.promise(() => closedPortUrl()), activeSubscription)
@@ -149,6 +145,25 @@ const deliveriesThroughFault = async (databaseUrl: string, fault: () => Promise<
         documentId: DocumentId.make(unique("doc")),
         occurredAt: new Date()
       }), { discard: true, concurrency: 4 })))
+  return { receiver, publish }
+}
+
+/** Every one of `count` events handled by the receiver, with a signature, and the worker still running. */
+const expectAllDelivered = async (worker: LongRunningProcess, receiver: TestReceiver, count: number) => {
+  const deadline = Date.now() + 60_000
+  while (receiver.handled.size < count && Date.now() < deadline) await pause(100)
+  expect(worker.child.exitCode, `the worker exited:\n${worker.stderr()}`).toBeNull()
+  expect(receiver.handled.size).toBe(count)
+  expect(receiver.received.length).toBeGreaterThanOrEqual(count)
+  expect(receiver.received.every((request) => request.signature?.startsWith("v1=") === true)).toBe(true)
+}
+
+/**
+ * A delivery worker on `databaseUrl`: events published before and after `fault` must each
+ * reach the receiver's business handler, and the worker must still be running.
+ */
+const deliveriesThroughFault = async (databaseUrl: string, fault: () => Promise<void>) => {
+  const { publish, receiver } = await subscribedReceiver(databaseUrl)
   const worker = startWorker(databaseUrl)
   try {
     await publish(100)
@@ -156,12 +171,7 @@ const deliveriesThroughFault = async (databaseUrl: string, fault: () => Promise<
     while (receiver.handled.size === 0 && Date.now() < started) await pause(50)
     await fault()
     await publish(100)
-    const deadline = Date.now() + 60_000
-    while (receiver.handled.size < 200 && Date.now() < deadline) await pause(100)
-    expect(worker.child.exitCode, `the worker exited:\n${worker.stderr()}`).toBeNull()
-    expect(receiver.handled.size).toBe(200)
-    expect(receiver.received.length).toBeGreaterThanOrEqual(200)
-    expect(receiver.received.every((request) => request.signature?.startsWith("v1=") === true)).toBe(true)
+    await expectAllDelivered(worker, receiver, 200)
   } finally {
     await worker.stop()
     await receiver.close()
@@ -333,6 +343,25 @@ describe.skipIf(postgresBinDir() === undefined)("a PostgreSQL cluster of the tes
       await pause(1_000)
       await cluster.start()
     })
+  }, 120_000)
+
+  it("a webhook delivery worker started while the database is down waits for it, then delivers everything", async () => {
+    const { publish, receiver } = await subscribedReceiver(database.url)
+    await publish(50)
+    await cluster.stop("fast")
+    let worker: LongRunningProcess | undefined
+    try {
+      worker = startWorker(database.url)
+      await pause(3_000)
+      expect(worker.child.exitCode, `the worker exited while the database was down:\n${worker.stderr()}`).toBeNull()
+      expect(worker.stderr()).toMatch(/the database cannot be reached yet .*; trying again/)
+      await cluster.start()
+      await expectAllDelivered(worker, receiver, 50)
+    } finally {
+      await cluster.start().catch(() => undefined)
+      await worker?.stop()
+      await receiver.close()
+    }
   }, 120_000)
 
   it("the operator CLI while the database is down: one clear line on stderr, exit 1; it works again once the database is back", async () => {

@@ -1,4 +1,4 @@
-import type { AudioStorage, IdGenerator, PublicApiEnvironment, StoreUnavailable } from "@clinical-api/domain"
+import { type AudioStorage, type IdGenerator, type PublicApiEnvironment, StoreUnavailable } from "@clinical-api/domain"
 import {
   type DatabaseLocation,
   type EmbeddedAudioObjects,
@@ -12,9 +12,9 @@ import {
   PgClientFromConfig,
   RuntimePgClientFromConfig
 } from "@clinical-api/storage-adapter"
-import { Config, Console, Effect, Layer, Option, Redacted } from "effect"
+import { Config, Console, Effect, Layer, Option, Redacted, Schedule } from "effect"
 import { loadServiceConfig, SANDBOX_DIGEST_KEY } from "../config.js"
-import { type CliFailure, refuse } from "./failure.js"
+import { type CliFailure, describeFailure, refuse } from "./failure.js"
 
 /**
  * Where the commands operate, from the same configuration as the service: `DATABASE_URL`
@@ -125,7 +125,24 @@ export interface DatabaseOptions {
   readonly requireCurrentSchema?: boolean
   /** Connect as the runtime role (`DATABASE_URL`), not the owner: the webhook worker does what the service's role may. */
   readonly asRuntimeRole?: boolean
+  /**
+   * A long-running command (the webhook worker) waits for a database it cannot reach at its
+   * start, as it rides out one that goes away later, instead of exiting: a worker started
+   * during a failover or before its database is up must not need a restart.
+   */
+  readonly waitForDatabase?: boolean
 }
+
+/** The schema check, tried again every second while the database cannot be reached, with one line on stderr each time. */
+const waitingForDatabase = <A, E, R>(check: Effect.Effect<A, E | StoreUnavailable, R>) =>
+  check.pipe(
+    Effect.tapError((error) =>
+      error instanceof StoreUnavailable
+        ? Console.error(`the database cannot be reached yet (${describeFailure(error)}); trying again in 1 s`)
+        : Effect.void
+    ),
+    Effect.retry({ while: (error) => error instanceof StoreUnavailable, schedule: Schedule.spaced("1 second") })
+  )
 
 /**
  * Runs `effect` on the configured database: refuses an in-memory one, opens the pool, checks
@@ -139,7 +156,9 @@ export const onDatabase = <A, E, R>(
   Effect.andThen(
     options.asRuntimeRole === true ? Effect.andThen(requirePersistentDatabase, requireRuntimeUrl) : requirePersistentDatabase,
     Effect.provide(
-      options.requireCurrentSchema === false ? effect : Effect.andThen(requireCurrentSchema, effect),
+      options.requireCurrentSchema === false
+        ? effect
+        : Effect.andThen(options.waitForDatabase === true ? waitingForDatabase(requireCurrentSchema) : requireCurrentSchema, effect),
       options.asRuntimeRole === true ? RuntimeServicesLive : OperatorServicesLive
     )
   )

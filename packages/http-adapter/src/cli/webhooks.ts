@@ -518,7 +518,7 @@ const workerCommand = Command.make(
         return
       }
       yield* Console.error(`webhook delivery worker running (concurrency ${concurrency}, ${settings.environment}); stop with Ctrl-C`)
-      return yield* onWebhooks(runDeliveryWorker(options), { asRuntimeRole: true })
+      return yield* onWebhooks(runDeliveryWorker(options), { asRuntimeRole: true, waitForDatabase: true })
     })
 ).pipe(
   Command.withDescription(
