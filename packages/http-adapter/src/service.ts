@@ -21,7 +21,8 @@ import {
   OperatorStore,
   readFixtureFile,
   sandboxFixturePath,
-  StorageFromConfig
+  StorageFromConfig,
+  withoutStatementTimeout
 } from "@clinical-api/storage-adapter"
 import { Console, Context, Deferred, Effect, Layer, Option, Redacted } from "effect"
 import { HttpServer } from "effect/http"
@@ -86,7 +87,8 @@ const refuseRewritableLedger = Layer.effectDiscard(
 
 /**
  * Embedded mode starts with a data set: FIXTURE_FILE, or the sandbox data. It is loaded only
- * into an empty store, so a PGLITE_DATA_DIR that already holds data is served as it is.
+ * into an empty store, so a PGLITE_DATA_DIR that already holds data is served as it is. It is
+ * start-up work, not a request: DATABASE_STATEMENT_TIMEOUT_MS does not bound its statements.
  */
 const seedEmbeddedStore = (config: ServiceConfig) =>
   Effect.gen(function*() {
@@ -100,7 +102,7 @@ const seedEmbeddedStore = (config: ServiceConfig) =>
       yield* Effect.logInfo("fixture loaded").pipe(Effect.annotateLogs({ path, ...report }))
     }
     return { path, sampleToken: sampleTokenOf(text) }
-  })
+  }).pipe(withoutStatementTimeout)
 
 /**
  * What a test may put in place of a production part; everything else (the configuration

@@ -2,7 +2,7 @@ import { connect, createServer, type Server, type Socket } from "node:net"
 import { StoreUnavailable } from "@clinical-api/domain"
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { makePgClient, type PgClientOptions, textArray } from "../src/index.js"
+import { makePgClient, type PgClientOptions, textArray, withoutStatementTimeout } from "../src/index.js"
 import { embeddedDatabases, serverDatabases, type TestDatabaseFactory } from "../src/testing/test-database.js"
 
 const databaseUrl = process.env["DATABASE_URL"]?.trim()
@@ -138,6 +138,19 @@ describe("PgClient without fetched types (postgres.js `fetch_types: false`)", ()
       Effect.gen(function* () {
         yield* firstStatementsAreTransactions(databases, 1)
         yield* firstStatementsAreTransactions(databases, 4)
+      }), 60_000)
+
+    it.live("statementTimeoutMs bounds the client's wait for a statement and a transaction, except within withoutStatementTimeout", () =>
+      Effect.gen(function* () {
+        const { client } = yield* freshClient(databases, { maxConnections: 2, statementTimeoutMs: 200 })
+        const slow = client.run("test.sleep", (sql) => sql<Array<{ slept: boolean }>>`SELECT pg_sleep(0.6) IS NOT NULL AS slept`)
+        const slowTransaction = client.transactionally(Effect.andThen(client.run("test.one", (sql) => sql`SELECT 1`), slow))
+        expect(yield* Effect.flip(slow)).toBeInstanceOf(StoreUnavailable)
+        expect(yield* Effect.flip(slowTransaction)).toBeInstanceOf(StoreUnavailable)
+        expect((yield* withoutStatementTimeout(slow))[0]?.slept).toBe(true)
+        expect((yield* withoutStatementTimeout(slowTransaction))[0]?.slept).toBe(true)
+        // The bound is the fiber's: outside the wrapper it holds again.
+        expect(yield* Effect.flip(slow)).toBeInstanceOf(StoreUnavailable)
       }), 60_000)
 
     it.live("a backend lost as a fresh connection sends its first statement: StoreUnavailable, no unhandled rejection", () =>

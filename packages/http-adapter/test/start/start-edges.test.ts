@@ -139,6 +139,23 @@ describe("the service's start and its edges", () => {
     }
   }, 180_000)
 
+  it("seeding the embedded database is start-up work: a statement time-out far below what it takes (100 ms) does not stop the start", async () => {
+    const seeded = startService({ PORT: "0", DATABASE_STATEMENT_TIMEOUT_MS: "100" })
+    try {
+      const deadline = Date.now() + 170_000
+      while (!seeded.stderr().includes("Try it:")) {
+        if (seeded.child.exitCode !== null || Date.now() > deadline) {
+          throw new Error(`the service did not start:\n${seeded.stderr()}\n${seeded.stdout()}`)
+        }
+        await new Promise((resolve) => setTimeout(resolve, 20))
+      }
+      expect(seeded.stdout()).toContain("\"message\":\"fixture loaded\"")
+    } finally {
+      seeded.child.kill("SIGTERM")
+      await seeded.exit
+    }
+  }, 180_000)
+
   it("a bad configuration: one line on stderr naming the variable, exit status 1, before anything listens", async () => {
     const [badPort, production] = [
       startService({ PORT: "eighty" }),

@@ -1,5 +1,5 @@
 import { StoreUnavailable } from "@clinical-api/domain"
-import { Context, Data, Effect, Exit, Layer, Redacted, type Scope } from "effect"
+import { Context, Data, Effect, Exit, type Fiber, Layer, Redacted, type Scope } from "effect"
 import postgres from "postgres"
 import { parse as parseArrayText } from "postgres-array"
 
@@ -122,6 +122,8 @@ interface CurrentTransaction {
   readonly client: object
   readonly generation: Generation
   readonly connection: postgres.ReservedSql
+  /** The client's wait for each statement of it: the pool's bound, or 0 (`withoutStatementTimeout`). */
+  readonly timeoutMs: number
   /** The `appendAtCommit` writes of this transaction, in order. */
   readonly atCommit: Array<DeferredWrite>
 }
@@ -130,6 +132,19 @@ const CurrentTransaction = Context.Reference<CurrentTransaction | null>(
   "@clinical-api/storage-adapter/CurrentTransaction",
   { defaultValue: () => null }
 )
+
+const WithoutStatementTimeout = Context.Reference<boolean>(
+  "@clinical-api/storage-adapter/WithoutStatementTimeout",
+  { defaultValue: () => false }
+)
+
+/**
+ * Runs `effect` with the client waiting as long as its statements and transactions take
+ * (`statementTimeoutMs` is not applied; a server's own `statement_timeout` still is): for
+ * start-up work such as seeding the embedded database, which is not a request.
+ */
+export const withoutStatementTimeout = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  Effect.provideService(effect, WithoutStatementTimeout, true)
 
 /** PostgreSQL's oid of `text[]`. */
 const TEXT_ARRAY_OID = 1009
@@ -425,25 +440,32 @@ export const makePgClient = (options: PgClientOptions): Effect.Effect<PgClientSe
     )
 
     /** A statement outside a transaction: it may only wait long for a free connection. */
-    const sendOnPool = <A>(query: (sql: Sql) => Promise<A>): Promise<A> => {
+    const sendOnPool = <A>(query: (sql: Sql) => Promise<A>, timeoutMs: number): Promise<A> => {
       const target = generation()
       return target instanceof Promise
-        ? target.then((located) => guarded(located, () => query(located.sql), clientTimeoutMs, noop))
-        : guarded(target, () => query(target.sql), clientTimeoutMs, noop)
+        ? target.then((located) => guarded(located, () => query(located.sql), timeoutMs, noop))
+        : guarded(target, () => query(target.sql), timeoutMs, noop)
     }
 
     /** One on a reserved connection that outlives its time-out leaves it in an unknown state: the pool goes. */
     const sendOn = <A>(transaction: CurrentTransaction, query: (sql: Sql) => Promise<A>): Promise<A> =>
-      guarded(transaction.generation, () => query(transaction.connection), clientTimeoutMs, () =>
+      guarded(transaction.generation, () => query(transaction.connection), transaction.timeoutMs, () =>
         retire(transaction.generation))
 
+    const timeoutOf = (fiber: Fiber.Fiber<unknown, unknown>) =>
+      fiber.getRef(WithoutStatementTimeout) ? 0 : clientTimeoutMs
+
     const run = <A>(operation: string, query: (sql: Sql) => Promise<A>): Effect.Effect<A, StoreUnavailable> =>
-      Effect.flatMap(CurrentTransaction, (transaction) =>
-        Effect.tryPromise({
+      Effect.withFiber((fiber) => {
+        const transaction = fiber.getRef(CurrentTransaction)
+        return Effect.tryPromise({
           try: () =>
-            transaction !== null && transaction.client === client ? sendOn(transaction, query) : sendOnPool(query),
+            transaction !== null && transaction.client === client
+              ? sendOn(transaction, query)
+              : sendOnPool(query, timeoutOf(fiber)),
           catch: unavailable(operation)
-        }))
+        })
+      })
 
     const appendAtCommit = <R>(
       operation: string,
@@ -481,12 +503,19 @@ export const makePgClient = (options: PgClientOptions): Effect.Effect<PgClientSe
      * first statement and is awaited before the commit (`begun`). The warm-up and the wait for
      * a connection share one time-out, as one wait.
      */
-    const reserve = async (): Promise<ReservedTransaction> => {
+    const reserve = async (timeoutMs: number): Promise<ReservedTransaction> => {
       const target = await locatedGeneration()
-      const connection = await guarded(target, () => warmUp(target).then(() => target.sql.reserve()), clientTimeoutMs, noop, (late) => {
+      const connection = await guarded(target, () => warmUp(target).then(() => target.sql.reserve()), timeoutMs, noop, (late) => {
         if (!target.retired) late.release()
       })
-      const transaction: ReservedTransaction = { client, generation: target, connection, atCommit: [], begun: Promise.resolve() }
+      const transaction: ReservedTransaction = {
+        client,
+        generation: target,
+        connection,
+        timeoutMs,
+        atCommit: [],
+        begun: Promise.resolve()
+      }
       const begun = sendOn(transaction, (sql) => sql`BEGIN`.execute())
       begun.catch(noop)
       return { ...transaction, begun }
@@ -538,14 +567,16 @@ export const makePgClient = (options: PgClientOptions): Effect.Effect<PgClientSe
     }
 
     const transactionally = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | StoreUnavailable, R> =>
-      Effect.flatMap(CurrentTransaction, (current) =>
-        current !== null && current.client === client
-          ? effect
-          : Effect.acquireUseRelease(
-              Effect.tryPromise({ try: reserve, catch: unavailable("transaction.begin") }),
-              (transaction) => Effect.gen(() => runOwnTransaction(transaction, effect)),
-              (transaction, exit) => Effect.promise(() => release(transaction, Exit.isFailure(exit)))
-            ))
+      Effect.withFiber((fiber) => {
+        const current = fiber.getRef(CurrentTransaction)
+        if (current !== null && current.client === client) return effect
+        const timeoutMs = timeoutOf(fiber)
+        return Effect.acquireUseRelease(
+          Effect.tryPromise({ try: () => reserve(timeoutMs), catch: unavailable("transaction.begin") }),
+          (transaction) => Effect.gen(() => runOwnTransaction(transaction, effect)),
+          (transaction, exit) => Effect.promise(() => release(transaction, Exit.isFailure(exit)))
+        )
+      })
 
     const maxGroups = Math.max(1, options.maxGroups ?? Math.floor(maxConnections / 2))
     const maxGroupSize = Math.max(1, options.maxGroupSize ?? 64)
@@ -576,7 +607,7 @@ export const makePgClient = (options: PgClientOptions): Effect.Effect<PgClientSe
         settleAll(group.onBegun)
         if (group.left === group.size) finish(group)
       }
-      reserve().then(begun, (cause) => begun(unavailable("transaction.begin")(cause)))
+      reserve(clientTimeoutMs).then(begun, (cause) => begun(unavailable("transaction.begin")(cause)))
     }
 
     const finish = (group: TransactionGroup) => {
