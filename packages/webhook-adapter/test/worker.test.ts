@@ -52,6 +52,48 @@ const memoryQueue = (deliveries: Array<LeasedDelivery>) => {
   return { calls, layer }
 }
 
+/** `count` first attempts to `endpointUrl`, leased and due. */
+const dueDeliveries = (count: number, endpointUrl: string, secret: string) =>
+  Array.from({ length: count }, (_, index): LeasedDelivery => {
+    const event = newEvent()
+    return {
+      deliveryId: WebhookDeliveryId.make(`dlv_batch_${index}`),
+      eventId: event.id,
+      subscriptionId: WebhookSubscriptionId.make("whs_batch"),
+      endpointUrl,
+      rawBody: webhookEventBody(event),
+      signingSecret: Redacted.make(secret),
+      attemptNumber: 1,
+      scheduleAttemptNumber: 1,
+      maxAttempts: 8,
+      leaseOwner: "w",
+      leaseExpiresAt: new Date(Date.now() + 60_000),
+      reclaimedStale: false
+    }
+  })
+
+/** A queue in memory handing out `due` as asked; records each lease's limit and each recorded batch. */
+const batchQueue = (due: Array<LeasedDelivery>) => {
+  const leaseLimits: Array<number> = []
+  const recordedBatches: Array<ReadonlyArray<string>> = []
+  const layer = Layer.succeed(
+    WebhookDeliveryQueue,
+    WebhookDeliveryQueue.of({
+      lease: (request) =>
+        Effect.sync(() => {
+          leaseLimits.push(request.limit)
+          return due.splice(0, request.limit)
+        }),
+      recordAttempts: (attempts) =>
+        Effect.sync(() => {
+          recordedBatches.push(attempts.map((attempt) => attempt.delivery.deliveryId))
+          return attempts.map(() => ({ _tag: "Written", state: "succeeded" }) as const)
+        })
+    })
+  )
+  return { layer, leaseLimits, recordedBatches }
+}
+
 const lookupOnce = (lookup: ReturnType<typeof guardedLookup>, host: string) =>
   new Promise<{ error: NodeJS.ErrnoException | null; addresses: string | ReadonlyArray<LookupAddress> }>((resolve) =>
     lookup(host, { all: true }, (error, addresses) => resolve({ error, addresses }))
@@ -174,40 +216,7 @@ describe("delivery worker: schedule, gate, address guard, configuration", () => 
           )
         })
       )
-      const due = Array.from({ length: 20 }, (_, index): LeasedDelivery => {
-        const event = newEvent()
-        return {
-          deliveryId: WebhookDeliveryId.make(`dlv_batch_${index}`),
-          eventId: event.id,
-          subscriptionId: WebhookSubscriptionId.make("whs_batch"),
-          endpointUrl: `${server.url}/hook`,
-          rawBody: webhookEventBody(event),
-          signingSecret: Redacted.make(secret),
-          attemptNumber: 1,
-          scheduleAttemptNumber: 1,
-          maxAttempts: 8,
-          leaseOwner: "w",
-          leaseExpiresAt: new Date(Date.now() + 60_000),
-          reclaimedStale: false
-        }
-      })
-      const leaseLimits: Array<number> = []
-      const recordedBatches: Array<ReadonlyArray<string>> = []
-      const layer = Layer.succeed(
-        WebhookDeliveryQueue,
-        WebhookDeliveryQueue.of({
-          lease: (request) =>
-            Effect.sync(() => {
-              leaseLimits.push(request.limit)
-              return due.splice(0, request.limit)
-            }),
-          recordAttempts: (attempts) =>
-            Effect.sync(() => {
-              recordedBatches.push(attempts.map((attempt) => attempt.delivery.deliveryId))
-              return attempts.map(() => ({ _tag: "Written", state: "succeeded" }) as const)
-            })
-        })
-      )
+      const { layer, leaseLimits, recordedBatches } = batchQueue(dueDeliveries(20, `${server.url}/hook`, secret))
       const report = yield* runDeliveryPass({ runtime: "enabled", environment: "sandbox", concurrency: 8 }).pipe(Effect.provide(layer))
       yield* Effect.promise(() => server.close())
       expect(report).toEqual({ attempts: 20, succeeded: 20, retried: 0, failed: 0, leaseLost: 0 })
@@ -217,6 +226,27 @@ describe("delivery worker: schedule, gate, address guard, configuration", () => 
       expect(flight.peak).toBeLessThanOrEqual(8)
       const recorded = recordedBatches.flat()
       expect(recorded.toSorted()).toEqual(Array.from({ length: 20 }, (_, index) => `dlv_batch_${index}`).toSorted())
+    }))
+
+  it.live("batches: while deliveries are in flight, a claim waits for a quarter of the slots, so attempts that finish one at a time do not make one claim each", () =>
+    Effect.gen(function* () {
+      const secret = generateSigningSecret(randomBytes)
+      let received = 0
+      // Answers spread 6 ms apart: the attempts finish, and are recorded, one by one.
+      const server = yield* Effect.promise(() =>
+        startServer((req, res) => {
+          const delay = 10 + 6 * (received++ % 16)
+          req.resume()
+          req.on("end", () => setTimeout(() => res.writeHead(204).end(), delay))
+        })
+      )
+      const { layer, leaseLimits, recordedBatches } = batchQueue(dueDeliveries(64, `${server.url}/hook`, secret))
+      const report = yield* runDeliveryPass({ runtime: "enabled", environment: "sandbox", concurrency: 16 }).pipe(Effect.provide(layer))
+      yield* Effect.promise(() => server.close())
+      expect(report).toEqual({ attempts: 64, succeeded: 64, retried: 0, failed: 0, leaseLost: 0 })
+      expect(recordedBatches.some((batch) => batch.length === 1)).toBe(true)
+      expect(leaseLimits.filter((limit) => limit < 4)).toEqual([])
+      expect(leaseLimits[0]).toBe(16)
     }))
 
   it("the address guard refuses a host resolving to loopback in production (after DNS) and allows it in the sandbox", async () => {

@@ -247,7 +247,9 @@ const logStoreFailure = (failure: StoreUnavailable, workerId: string) =>
 
 /**
  * The batched pipeline of one worker. It claims as many due deliveries as it has free slots
- * (`concurrency` in flight at most) in one statement, sends each as soon as it is claimed over
+ * (`concurrency` in flight at most) in one statement, once a quarter of the slots are free or
+ * nothing is in flight (attempts that finish one at a time would otherwise cost a claim each,
+ * which is what held several workers on one machine back), sends each as soon as it is claimed over
  * keep-alive connections, and records finished attempts in one statement per batch: what
  * finished while the previous batch was being written. A slot is freed once its attempt is
  * recorded, so nothing leased waits unsent and nothing sent waits unbounded for its record.
@@ -287,12 +289,13 @@ const runPipeline = (options: ResolvedOptions, untilIdle: boolean, onRecorded: (
 
       const claim = (limit: number) =>
         Effect.flatMap(currentDate, (now) => queue.lease({ workerId: options.workerId, now, limit, leaseMs: options.leaseMs }))
+      const claimAtLeast = Math.max(1, Math.floor(options.concurrency / 4))
       const waitForSlot = Latch.await(slotFreed).pipe(Effect.timeoutOption(Duration.millis(options.pollIntervalMs)))
       const claimer: Effect.Effect<void, StoreUnavailable, Scope.Scope> = Effect.gen(function* () {
         while (true) {
           yield* Latch.close(slotFreed)
           const free = options.concurrency - inFlight
-          if (free === 0) {
+          if (free === 0 || (inFlight > 0 && free < claimAtLeast)) {
             yield* waitForSlot
             continue
           }
