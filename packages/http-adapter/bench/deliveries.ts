@@ -3,12 +3,16 @@
  * in-memory idempotency store, in this process) with 1, 2, 4 and 8 workers, each a
  * `pnpm cli webhooks worker` process with its default settings (WEBHOOK_WORKER_CONCURRENCY),
  * on a fresh PostgreSQL database (DATABASE_URL's server, or the local one; created and dropped
- * here). For each count the events are published first and held back (their subscription
- * disabled) until every worker is up; the clock runs from releasing them to the last one handled
- * by the receiver. Also reports the CPU time per delivery of the workers, the receiver and the
- * database's backends (from /proc). Part of `pnpm bench`; writes bench/webhook-deliveries.json.
+ * here). For each count the workers first deliver a warm-up batch, untimed: a fresh worker
+ * process and its fresh PostgreSQL backends spend their first thousand deliveries or so compiling
+ * and filling caches, which would otherwise weigh on 8 workers eight times as much as on one.
+ * Then the measured events are published and held back (their subscription disabled); the clock
+ * runs from releasing them to the last one handled by the receiver. Also reports the CPU time
+ * per delivery of the workers, the receiver and the database's backends (from /proc). Part of
+ * `pnpm bench`; writes bench/webhook-deliveries.json.
  *
- * BENCH_WEBHOOK_EVENTS (default 5000), BENCH_WEBHOOK_WORKERS (default 1,2,4,8).
+ * BENCH_WEBHOOK_EVENTS (default 5000), BENCH_WEBHOOK_WARMUP_EVENTS (default 2000 per worker),
+ * BENCH_WEBHOOK_WORKERS (default 1,2,4,8).
  */
 import { type ChildProcess, spawn } from "node:child_process"
 import { readFileSync, writeFileSync } from "node:fs"
@@ -16,6 +20,7 @@ import * as http from "node:http"
 import type { AddressInfo } from "node:net"
 import { availableParallelism } from "node:os"
 import { fileURLToPath } from "node:url"
+import type { OrganizationId } from "@clinical-api/domain"
 import { PgClient } from "@clinical-api/storage-adapter"
 import { serverDatabases } from "@clinical-api/storage-adapter/testing"
 import { makeIdempotencyStoreMemory, makeWebhookRequestHandler } from "@clinical-api/webhook-adapter"
@@ -24,6 +29,7 @@ import { activeSubscription, publishOne, webhookStackOn } from "../test/cli-webh
 
 const adminUrl = process.env["DATABASE_URL"]?.trim() || "postgres://postgres@127.0.0.1:5432/postgres"
 const events = Number(process.env["BENCH_WEBHOOK_EVENTS"] ?? 5000)
+const warmUpEventsPerWorker = Number(process.env["BENCH_WEBHOOK_WARMUP_EVENTS"] ?? 2000)
 const workerCounts = (process.env["BENCH_WEBHOOK_WORKERS"] ?? "1,2,4,8").split(",").map(Number)
 const workspaceRoot = fileURLToPath(new URL("../../../", import.meta.url))
 const cliEntry = "packages/http-adapter/scripts/cli.mjs"
@@ -106,9 +112,11 @@ const main = async () => {
         const context = yield* Layer.build(webhookStackOn(database.url, 8))
         const sql = <A>(query: Parameters<PgClient["Service"]["run"]>[1]) =>
           Effect.provide(PgClient.use((client) => client.run("bench.sql", query)), context) as Effect.Effect<A>
-        const { organizationId, secret } = yield* Effect.provide(activeSubscription(receiverUrl), context)
+        // Two subscriptions to the same receiver: one for the warm-up batches, one for the measured ones.
+        const warm = yield* Effect.provide(activeSubscription(receiverUrl), context)
+        const measured = yield* Effect.provide(activeSubscription(receiverUrl), context)
         handler = makeWebhookRequestHandler({
-          secrets: [secret],
+          secrets: [warm.secret, measured.secret],
           store: makeIdempotencyStoreMemory(),
           handle: () =>
             Effect.sync(() => {
@@ -116,20 +124,29 @@ const main = async () => {
               lastHandledAt = performance.now()
             })
         })
-        for (const workers of workerCounts) {
-          // Held back until every worker is up, so that none starts ahead of the others: the
-          // subscription is disabled (directly, nothing is cancelled) and enabled at the start.
-          yield* Effect.provide(
-            Effect.forEach(Array.from({ length: events }), () => publishOne(organizationId), { concurrency: 8, discard: true }),
+        const publish = (organizationId: OrganizationId, count: number) =>
+          Effect.provide(
+            Effect.forEach(Array.from({ length: count }), () => publishOne(organizationId), { concurrency: 8, discard: true }),
             context
           )
-          // A disabled subscription's deliveries are not claimed; the previous round's dead rows
-          // are vacuumed away, so every round starts alike.
-          yield* sql((q) => q`UPDATE webhook_subscriptions SET state = 'disabled'`)
+        // A disabled subscription's deliveries are not claimed (it is disabled directly, so nothing
+        // is cancelled); events are published only to an active one.
+        const setState = (subscriptionId: string, state: "active" | "disabled") =>
+          sql((q) => q`UPDATE webhook_subscriptions SET state = ${state} WHERE subscription_id = ${subscriptionId}`)
+        for (const workers of workerCounts) {
+          const warmUp = warmUpEventsPerWorker * workers
+          yield* publish(warm.organizationId, warmUp)
+          yield* publish(measured.organizationId, events)
+          yield* setState(warm.subscriptionId, "disabled")
+          yield* setState(measured.subscriptionId, "disabled")
+          // The dead rows of earlier rounds are vacuumed away, so every round starts alike.
           yield* sql((q) => q`VACUUM ANALYZE webhook_deliveries, webhook_delivery_attempts`)
           const pool = Array.from({ length: workers }, () => spawnWorker(database.url))
           try {
             yield* Effect.promise(() => Promise.all(pool.map((worker) => worker.ready)))
+            const handledBeforeWarmUp = handled
+            yield* setState(warm.subscriptionId, "active")
+            yield* Effect.promise(() => allHandled(handledBeforeWarmUp + warmUp))
             // Backends a worker opens after the release start from 0.
             const backends = sql<Array<{ pid: number }>>((q) => q`SELECT pid FROM pg_stat_activity WHERE datname = current_database()`)
             const backendsBefore = new Map((yield* backends).map((row) => [row.pid, cpuSecondsOf(row.pid)]))
@@ -142,7 +159,7 @@ const main = async () => {
             const requestsBefore = requests
             const cpuBefore = cpu([])
             const started = performance.now()
-            yield* sql((q) => q`UPDATE webhook_subscriptions SET state = 'active'`)
+            yield* setState(measured.subscriptionId, "active")
             yield* Effect.promise(() => allHandled(handledBefore + events))
             const seconds = (lastHandledAt - started) / 1000
             const cpuAfter = cpu((yield* backends).map((row) => row.pid))
@@ -179,6 +196,7 @@ const main = async () => {
     cores: availableParallelism(),
     receiver: "loopback, receiver kit, in-memory idempotency store (the bench process)",
     workers: "pnpm cli webhooks worker processes, default settings",
+    warmUpEventsPerWorker,
     results
   }
   writeFileSync(new URL("./webhook-deliveries.json", import.meta.url), `${JSON.stringify(report, null, 2)}\n`)
