@@ -11,7 +11,7 @@
  * per delivery of the workers, the receiver and the database's backends (from /proc). Part of
  * `pnpm bench`; writes bench/webhook-deliveries.json.
  *
- * BENCH_WEBHOOK_EVENTS (default 5000), BENCH_WEBHOOK_WARMUP_EVENTS (default 2000 per worker),
+ * BENCH_WEBHOOK_EVENTS (default 20000), BENCH_WEBHOOK_WARMUP_EVENTS (default 2000 per worker),
  * BENCH_WEBHOOK_WORKERS (default 1,2,4,8).
  */
 import { type ChildProcess, spawn } from "node:child_process"
@@ -28,7 +28,7 @@ import { Effect, Layer } from "effect"
 import { activeSubscription, publishOne, webhookStackOn } from "../test/cli-webhooks-support.js"
 
 const adminUrl = process.env["DATABASE_URL"]?.trim() || "postgres://postgres@127.0.0.1:5432/postgres"
-const events = Number(process.env["BENCH_WEBHOOK_EVENTS"] ?? 5000)
+const events = Number(process.env["BENCH_WEBHOOK_EVENTS"] ?? 20_000)
 const warmUpEventsPerWorker = Number(process.env["BENCH_WEBHOOK_WARMUP_EVENTS"] ?? 2000)
 const workerCounts = (process.env["BENCH_WEBHOOK_WORKERS"] ?? "1,2,4,8").split(",").map(Number)
 const workspaceRoot = fileURLToPath(new URL("../../../", import.meta.url))
