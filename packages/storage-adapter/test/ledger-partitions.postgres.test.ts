@@ -111,7 +111,7 @@ describe.skipIf(adminUrl === undefined)("disclosure ledger partitions on Postgre
     expect((await run(verifyLedger(signer))).finding).toBeNull()
 
     const report = await run(migrate(migrations))
-    expect(report.applied).toEqual([10])
+    expect(report.applied).toEqual([10, 11])
     const after = await owner`SELECT event_id, recorded_seq::text, recorded_xid::text FROM disclosure_events ORDER BY recorded_xid, recorded_seq`
     expect(after).toEqual(before)
     const partitions = await run(disclosurePartitions)
@@ -161,6 +161,37 @@ describe.skipIf(adminUrl === undefined)("disclosure ledger partitions on Postgre
     )
     expect(moved).toEqual({ waiting: 0, moved: 1 })
     expect(await run(verifyLedger(signer))).toMatchObject({ finding: null, verified: 2, unsealed: 0 })
+  })
+
+  it("a month's partition is made while a request's transaction records an event of that month: the event moves into it, the partition is made", async () => {
+    const { url, owner } = await freshDatabase()
+    const run = runOn(url)
+    await run(migrate(migrations))
+    const now = new Date()
+    // A request's transaction records an event of this month (no partition yet: the default's)
+    // and has not committed when the partitions are made.
+    const request = await owner.reserve()
+    try {
+      await request`BEGIN`
+      await disclosureInsertStatement(request, [event("org_a", now)])
+      const made = run(ensureDisclosurePartitions(now))
+      for (let waited = 0; ; waited += 20) {
+        const [blocked] = await owner`SELECT count(*)::int AS count FROM pg_locks WHERE NOT granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`
+        if (blocked!["count"] > 0) break
+        if (waited > 10_000) throw new Error("the partitions were made without waiting for the request's transaction")
+        await new Promise((resolve) => setTimeout(resolve, 20))
+      }
+      await request`COMMIT`
+      expect(await made).toBe(3)
+    } finally {
+      request.release()
+    }
+    const month = new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), 1))
+    const name = `disclosure_events_${month.getUTCFullYear()}_${String(month.getUTCMonth() + 1).padStart(2, "0")}`
+    const [placed] = await owner.unsafe(
+      `SELECT (SELECT count(*)::int FROM disclosure_events_default) AS waiting, (SELECT count(*)::int FROM ${name}) AS placed`
+    )
+    expect(placed).toEqual({ waiting: 0, placed: 1 })
   })
 
   const publicKey = Buffer.from(signer.publicKey).toString("hex")

@@ -128,3 +128,46 @@ CREATE TRIGGER disclosure_archives_no_truncate BEFORE TRUNCATE ON disclosure_arc
 `
 
 export const disclosurePartitionsMigration = { version: 10, name: "disclosure_partitions", sql: disclosurePartitionsSql } as const
+
+/**
+ * Migration 11: a month's partition is made with the ledger locked against inserts from before
+ * the check of the default partition to the commit. Before, an event of that month inserted by a
+ * transaction still open at the check was invisible to it, and the CREATE then failed on the row
+ * the default held by its commit (on a fresh database, whose first requests race the first
+ * partitions: the current month's events stayed in the default until the next hourly try).
+ */
+export const disclosurePartitionLockSql = `
+CREATE OR REPLACE FUNCTION disclosure_events_create_partition(month_start timestamptz) RETURNS boolean
+LANGUAGE plpgsql SET search_path = pg_catalog, public AS $$
+DECLARE
+  partition_name text := 'disclosure_events_' || to_char(month_start AT TIME ZONE 'UTC', 'YYYY_MM');
+  month_end timestamptz := ((month_start AT TIME ZONE 'UTC') + interval '1 month') AT TIME ZONE 'UTC';
+BEGIN
+  IF to_regclass('public.' || partition_name) IS NOT NULL THEN
+    RETURN false;
+  END IF;
+  -- The lock the CREATE below takes anyway, taken before the check: inserts in flight commit
+  -- first, and their rows are seen by it.
+  LOCK TABLE public.disclosure_events IN ACCESS EXCLUSIVE MODE;
+  IF EXISTS (SELECT FROM public.disclosure_events_default WHERE occurred_at >= month_start AND occurred_at < month_end) THEN
+    ALTER TABLE public.disclosure_events DETACH PARTITION public.disclosure_events_default;
+    EXECUTE format('CREATE TABLE public.%I PARTITION OF public.disclosure_events FOR VALUES FROM (%L) TO (%L)',
+      partition_name, month_start, month_end);
+    -- PostgreSQL 17 (PGlite) gives partitions the parent's identity column; 15 does not.
+    EXECUTE format('INSERT INTO public.%I OVERRIDING SYSTEM VALUE SELECT * FROM public.disclosure_events_default WHERE occurred_at >= %L AND occurred_at < %L',
+      partition_name, month_start, month_end);
+    DELETE FROM public.disclosure_events_default WHERE occurred_at >= month_start AND occurred_at < month_end;
+    ALTER TABLE public.disclosure_events ATTACH PARTITION public.disclosure_events_default DEFAULT;
+  ELSE
+    EXECUTE format('CREATE TABLE public.%I PARTITION OF public.disclosure_events FOR VALUES FROM (%L) TO (%L)',
+      partition_name, month_start, month_end);
+  END IF;
+  RETURN true;
+END $$;
+`
+
+export const disclosurePartitionLockMigration = {
+  version: 11,
+  name: "disclosure_partition_lock",
+  sql: disclosurePartitionLockSql
+} as const

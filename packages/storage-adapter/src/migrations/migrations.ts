@@ -1,4 +1,4 @@
-import { disclosurePartitionsMigration } from "./disclosure-partitions.js"
+import { disclosurePartitionLockMigration, disclosurePartitionsMigration } from "./disclosure-partitions.js"
 import { ledgerSealsMigration } from "./ledger-seals.js"
 
 /**
@@ -420,5 +420,6 @@ export const migrations: ReadonlyArray<Migration> = [
   { version: 7, name: "transcript_turns_servable", sql: transcriptTurnsServable },
   { version: 8, name: "disclosure_caller_request_id", sql: disclosureCallerRequestId },
   ledgerSealsMigration,
-  disclosurePartitionsMigration
+  disclosurePartitionsMigration,
+  disclosurePartitionLockMigration
 ]
