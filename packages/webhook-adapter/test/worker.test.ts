@@ -175,25 +175,11 @@ describe("delivery worker: schedule, gate, address guard, configuration", () => 
           })
         )
       )
-      const event = newEvent()
-      const delivery: LeasedDelivery = {
-        deliveryId: WebhookDeliveryId.make("dlv_worker_test"),
-        eventId: event.id,
-        subscriptionId: WebhookSubscriptionId.make("whs_worker_test"),
-        endpointUrl: `${server.url}/hook`,
-        rawBody: webhookEventBody(event),
-        signingSecret: Redacted.make(secret),
-        attemptNumber: 1,
-        scheduleAttemptNumber: 1,
-        maxAttempts: 8,
-        leaseOwner: "w",
-        leaseExpiresAt: new Date(Date.now() + 60_000),
-        reclaimedStale: false
-      }
+      const delivery = dueDeliveries(1, `${server.url}/hook`, secret)[0]!
       const { calls, layer } = memoryQueue([delivery])
       const report = yield* runDeliveryPass({ runtime: "enabled", environment: "sandbox", concurrency: 1 }).pipe(Effect.provide(layer))
       expect(report).toMatchObject({ attempts: 1, succeeded: 1 })
-      expect(handled).toEqual([event.id])
+      expect(handled).toEqual([delivery.eventId])
       expect(calls.recorded[0]?.step).toEqual({ _tag: "Succeeded" })
       expect(calls.recorded[0]?.result.outcome).toEqual({ _tag: "Response", status: 200 })
       yield* Effect.promise(() => server.close())
