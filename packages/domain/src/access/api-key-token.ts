@@ -79,17 +79,18 @@ export const generateApiKeyToken = (
  * bytes of the server's digest key, over the UTF-8 bytes of the token.
  */
 export const computeApiKeyDigest = (digestKey: Redacted.Redacted<string>, token: string): string =>
-  createHmac("sha256", digestKeyObject(digestKey)).update(token, "utf8").digest("hex")
+  createHmac("sha256", hmacKeyOf(digestKey)).update(token, "utf8").digest("hex")
 
 // An HMAC keyed with a KeyObject costs about a seventh of one keyed with bytes (which Node turns
-// into a key each time), and every request computes one: one KeyObject per configured key.
-const digestKeyObjects = new WeakMap<Redacted.Redacted<string>, KeyObject>()
+// into a key each time), and every request computes one: one KeyObject per configured secret.
+const hmacKeys = new WeakMap<Redacted.Redacted<string>, KeyObject>()
 
-const digestKeyObject = (digestKey: Redacted.Redacted<string>): KeyObject => {
-  let key = digestKeyObjects.get(digestKey)
+/** The HMAC key of a configured secret (its UTF-8 bytes), made once per `Redacted` value. */
+export const hmacKeyOf = (secret: Redacted.Redacted<string>): KeyObject => {
+  let key = hmacKeys.get(secret)
   if (key === undefined) {
-    key = createSecretKey(Buffer.from(Redacted.value(digestKey), "utf8"))
-    digestKeyObjects.set(digestKey, key)
+    key = createSecretKey(Buffer.from(Redacted.value(secret), "utf8"))
+    hmacKeys.set(secret, key)
   }
   return key
 }

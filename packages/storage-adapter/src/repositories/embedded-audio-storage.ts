@@ -1,5 +1,5 @@
-import { createHmac, createSecretKey, type KeyObject, randomBytes, timingSafeEqual } from "node:crypto"
-import { AudioStorage, AudioStorageUnavailable, type RecordingReference } from "@clinical-api/domain"
+import { createHmac, randomBytes, timingSafeEqual } from "node:crypto"
+import { AudioStorage, AudioStorageUnavailable, hmacKeyOf, type RecordingReference } from "@clinical-api/domain"
 import { Clock, Config, Context, Data, Effect, Layer, Option, Redacted, Schema } from "effect"
 import { decodeRows } from "../sql/decode.js"
 import { PgClient } from "../sql/pg-client.js"
@@ -54,21 +54,8 @@ export const MediaBaseUrlFromConfig = (
 
 const base64url = (bytes: Buffer) => bytes.toString("base64url")
 
-// One KeyObject per configured key: an HMAC keyed with bytes makes a key each time, at about
-// seven times the cost, and every audio URL is signed.
-const signingKeyObjects = new WeakMap<Redacted.Redacted<string>, KeyObject>()
-
-const signingKeyObject = (signingKey: Redacted.Redacted<string>): KeyObject => {
-  let key = signingKeyObjects.get(signingKey)
-  if (key === undefined) {
-    key = createSecretKey(Buffer.from(Redacted.value(signingKey), "utf8"))
-    signingKeyObjects.set(signingKey, key)
-  }
-  return key
-}
-
 const mediaSignature = (signingKey: Redacted.Redacted<string>, storageKey: string, expiresEpochSeconds: number) =>
-  createHmac("sha256", signingKeyObject(signingKey))
+  createHmac("sha256", hmacKeyOf(signingKey))
     .update(`${storageKey}.${expiresEpochSeconds}`, "utf8")
     .digest()
 
