@@ -4,6 +4,7 @@ import { Effect, Exit, Layer, Schema, Scope } from "effect"
 import postgres from "postgres"
 import {
   DisclosureSealerLive,
+  EVENTS_PER_DIGEST_SLICE,
   disclosureInsertStatement,
   ledgerHead,
   ledgerSealsMigration,
@@ -13,6 +14,7 @@ import {
   PgClient,
   PgClientLayer,
   sealAll,
+  sealPending,
   verifyExportFile,
   verifyLedger,
   writeSealedExport
@@ -102,6 +104,33 @@ describe.skipIf(adminUrl === undefined)("disclosure ledger on PostgreSQL", () =>
     expect(head).toMatchObject({ sequence: 3, count: 10 })
     await record([event("org_a")])
     expect(await verify()).toMatchObject({ verified: 30, unsealed: 1, finding: null })
+  })
+
+  it("hashes a seal's events in slices, letting the event loop turn between them (requests wait for no whole seal)", async () => {
+    await reset()
+    const count = 4 * EVENTS_PER_DIGEST_SLICE
+    for (let start = 0; start < count; start += 500) await record(Array.from({ length: 500 }, () => event("org_a")))
+    let turns = 0
+    let counting = true
+    const countTurns = () => {
+      turns++
+      if (counting) setImmediate(countTurns)
+    }
+    const turnsAtEachEventHash: Array<number> = []
+    const watching: typeof signer = {
+      ...signer,
+      sha256: (data) => {
+        if (typeof data === "string" && data.startsWith("disclosure-event/")) turnsAtEachEventHash.push(turns)
+        return signer.sha256(data)
+      }
+    }
+    setImmediate(countTurns)
+    const seal = await run(sealPending(watching)).finally(() => (counting = false))
+    expect(seal).toMatchObject({ count })
+    expect(turnsAtEachEventHash).toHaveLength(count)
+    // One value of the turn counter per slice: the loop turned between slices, never within one.
+    expect(new Set(turnsAtEachEventHash).size).toBe(4)
+    expect(await verify()).toMatchObject({ verified: count, finding: null })
   })
 
   it("names the event whose field the owner changed", async () => {

@@ -91,18 +91,36 @@ export interface SealedEvents {
   readonly index: Uint8Array
 }
 
-/** Hashes each event once: its full hash enters the events digest, its first 16 bytes the index. */
-export const digestEvents = (hashing: LedgerHashing, events: ReadonlyArray<LedgerEvent>): SealedEvents => {
-  const index = new Uint8Array(events.length * INDEX_ENTRY_BYTES)
+/**
+ * The events digest and index of a seal of `count` events, fed in chain order in as many parts
+ * as the caller likes (a sealer hashing thousands of events yields between parts). Each event is
+ * hashed once: its full hash enters the events digest, its first 16 bytes the index.
+ */
+export const startEventsDigest = (hashing: LedgerHashing, count: number) => {
+  const index = new Uint8Array(count * INDEX_ENTRY_BYTES)
   const view = new DataView(index.buffer)
-  const hashes = new Uint8Array(events.length * 32)
-  events.forEach((event, i) => {
-    const hash = hashing.sha256(canonicalEventText(event))
-    hashes.set(hash, i * 32)
-    view.setBigUint64(i * INDEX_ENTRY_BYTES, BigInt(event.recordedSeq))
-    index.set(hash.subarray(0, FINGERPRINT_BYTES), i * INDEX_ENTRY_BYTES + 8)
-  })
-  return { count: events.length, eventsDigest: toHex(hashing.sha256(hashes)), index }
+  const hashes = new Uint8Array(count * 32)
+  let added = 0
+  return {
+    add: (event: LedgerEvent): void => {
+      if (added === count) throw new RangeError(`an events digest of ${count} events was given more`)
+      const hash = hashing.sha256(canonicalEventText(event))
+      hashes.set(hash, added * 32)
+      view.setBigUint64(added * INDEX_ENTRY_BYTES, BigInt(event.recordedSeq))
+      index.set(hash.subarray(0, FINGERPRINT_BYTES), added * INDEX_ENTRY_BYTES + 8)
+      added++
+    },
+    finish: (): SealedEvents => {
+      if (added !== count) throw new RangeError(`an events digest of ${count} events was given ${added}`)
+      return { count, eventsDigest: toHex(hashing.sha256(hashes)), index }
+    }
+  }
+}
+
+export const digestEvents = (hashing: LedgerHashing, events: ReadonlyArray<LedgerEvent>): SealedEvents => {
+  const digest = startEventsDigest(hashing, events.length)
+  for (const event of events) digest.add(event)
+  return digest.finish()
 }
 
 export const makeSeal = (signer: LedgerSigner, body: SealBody): Seal => {
