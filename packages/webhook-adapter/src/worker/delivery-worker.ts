@@ -258,6 +258,8 @@ const logStoreFailure = (failure: StoreUnavailable, workerId: string) =>
  * attempt that is never recorded (interruption, crash) leaves its delivery leased until the
  * lease expires, and it is taken again then.
  */
+const RECORD_GATHER = Duration.millis(2)
+
 const runPipeline = (options: ResolvedOptions, untilIdle: boolean, onRecorded: (report: AttemptReport) => void) =>
   Effect.scoped(
     Effect.gen(function* () {
@@ -267,6 +269,7 @@ const runPipeline = (options: ResolvedOptions, untilIdle: boolean, onRecorded: (
       const slotFreed = yield* Latch.make()
       const idle = Effect.sleep(Duration.millis(options.pollIntervalMs))
       let inFlight = 0
+      const claimAtLeast = Math.max(1, Math.floor(options.concurrency / 4))
 
       const writeBatch = (batch: ReadonlyArray<FinishedAttempt>): Effect.Effect<ReadonlyArray<RecordAttemptResult>, StoreUnavailable> =>
         untilIdle
@@ -285,11 +288,16 @@ const runPipeline = (options: ResolvedOptions, untilIdle: boolean, onRecorded: (
           inFlight -= batch.length
           slotFreed.openUnsafe()
         })
-      const recorder = Effect.forever(Effect.flatMap(Queue.takeAll(finishedAttempts), recordBatch))
+      // A batch smaller than a claim while more attempts are in flight waits a moment for them:
+      // attempts that finish one at a time would otherwise cost a record statement each.
+      const takeBatch = Effect.flatMap(Queue.takeAll(finishedAttempts), (first) =>
+        first.length >= claimAtLeast || first.length >= inFlight
+          ? Effect.succeed(first)
+          : Effect.andThen(Effect.sleep(RECORD_GATHER), Effect.map(Queue.clear(finishedAttempts), (more) => [...first, ...more])))
+      const recorder = Effect.forever(Effect.flatMap(takeBatch, recordBatch))
 
       const claim = (limit: number) =>
         Effect.flatMap(currentDate, (now) => queue.lease({ workerId: options.workerId, now, limit, leaseMs: options.leaseMs }))
-      const claimAtLeast = Math.max(1, Math.floor(options.concurrency / 4))
       const waitForSlot = Latch.await(slotFreed).pipe(Effect.timeoutOption(Duration.millis(options.pollIntervalMs)))
       const claimer: Effect.Effect<void, StoreUnavailable, Scope.Scope> = Effect.gen(function* () {
         while (true) {
