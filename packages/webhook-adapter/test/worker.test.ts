@@ -94,6 +94,18 @@ const batchQueue = (due: Array<LeasedDelivery>) => {
   return { layer, leaseLimits, recordedBatches }
 }
 
+/** A receiver answering 204 to the k-th request after 10 + gapMs * (k mod 16) ms. */
+const staggeredServer = (gapMs: number) => {
+  let received = 0
+  return Effect.promise(() =>
+    startServer((req, res) => {
+      const delay = 10 + gapMs * (received++ % 16)
+      req.resume()
+      req.on("end", () => setTimeout(() => res.writeHead(204).end(), delay))
+    })
+  )
+}
+
 const lookupOnce = (lookup: ReturnType<typeof guardedLookup>, host: string) =>
   new Promise<{ error: NodeJS.ErrnoException | null; addresses: string | ReadonlyArray<LookupAddress> }>((resolve) =>
     lookup(host, { all: true }, (error, addresses) => resolve({ error, addresses }))
@@ -217,15 +229,8 @@ describe("delivery worker: schedule, gate, address guard, configuration", () => 
   it.live("batches: while deliveries are in flight, a claim waits for a quarter of the slots, so attempts that finish one at a time do not make one claim each", () =>
     Effect.gen(function* () {
       const secret = generateSigningSecret(randomBytes)
-      let received = 0
       // Answers spread 6 ms apart: the attempts finish, and are recorded, one by one.
-      const server = yield* Effect.promise(() =>
-        startServer((req, res) => {
-          const delay = 10 + 6 * (received++ % 16)
-          req.resume()
-          req.on("end", () => setTimeout(() => res.writeHead(204).end(), delay))
-        })
-      )
+      const server = yield* staggeredServer(6)
       const { layer, leaseLimits, recordedBatches } = batchQueue(dueDeliveries(64, `${server.url}/hook`, secret))
       const report = yield* runDeliveryPass({ runtime: "enabled", environment: "sandbox", concurrency: 16 }).pipe(Effect.provide(layer))
       yield* Effect.promise(() => server.close())
@@ -238,15 +243,8 @@ describe("delivery worker: schedule, gate, address guard, configuration", () => 
   it.live("batches: attempts that finish a millisecond apart while others are in flight are recorded together, not one statement each", () =>
     Effect.gen(function* () {
       const secret = generateSigningSecret(randomBytes)
-      let received = 0
       // Answers 1 ms apart within each claim of 16: without gathering, each is recorded alone.
-      const server = yield* Effect.promise(() =>
-        startServer((req, res) => {
-          const delay = 10 + (received++ % 16)
-          req.resume()
-          req.on("end", () => setTimeout(() => res.writeHead(204).end(), delay))
-        })
-      )
+      const server = yield* staggeredServer(1)
       const { layer, recordedBatches } = batchQueue(dueDeliveries(64, `${server.url}/hook`, secret))
       const report = yield* runDeliveryPass({ runtime: "enabled", environment: "sandbox", concurrency: 16 }).pipe(Effect.provide(layer))
       yield* Effect.promise(() => server.close())

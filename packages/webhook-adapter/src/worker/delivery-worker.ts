@@ -245,6 +245,9 @@ const logStoreFailure = (failure: StoreUnavailable, workerId: string) =>
     Effect.annotateLogs({ operation: failure.operation, workerId })
   )
 
+/** How long a small record batch waits for other attempts in flight to finish. */
+const RECORD_GATHER = Duration.millis(2)
+
 /**
  * The batched pipeline of one worker. It claims as many due deliveries as it has free slots
  * (`concurrency` in flight at most) in one statement, once a quarter of the slots are free or
@@ -258,8 +261,6 @@ const logStoreFailure = (failure: StoreUnavailable, workerId: string) =>
  * attempt that is never recorded (interruption, crash) leaves its delivery leased until the
  * lease expires, and it is taken again then.
  */
-const RECORD_GATHER = Duration.millis(2)
-
 const runPipeline = (options: ResolvedOptions, untilIdle: boolean, onRecorded: (report: AttemptReport) => void) =>
   Effect.scoped(
     Effect.gen(function* () {
