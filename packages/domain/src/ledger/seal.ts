@@ -92,18 +92,30 @@ export interface SealedEvents {
 }
 
 /**
- * The events digest and index of a seal of `count` events, fed in chain order in as many parts
- * as the caller likes (a sealer hashing thousands of events yields between parts). Each event is
- * hashed once: its full hash enters the events digest, its first 16 bytes the index.
+ * The events digest and index of a seal of at most `capacity` events, fed in chain order in as
+ * many parts as the caller likes (a sealer reads a seal's events a slice at a time and hashes each
+ * slice as it arrives). Each event is hashed once: its full hash enters the events digest, its
+ * first 16 bytes the index.
  */
-export const startEventsDigest = (hashing: LedgerHashing, count: number) => {
-  const index = new Uint8Array(count * INDEX_ENTRY_BYTES)
-  const view = new DataView(index.buffer)
-  const hashes = new Uint8Array(count * 32)
+export const startEventsDigest = (hashing: LedgerHashing, capacity: number) => {
+  let index = new Uint8Array(Math.min(capacity, 512) * INDEX_ENTRY_BYTES)
+  let view = new DataView(index.buffer)
+  let hashes = new Uint8Array(Math.min(capacity, 512) * 32)
   let added = 0
+  const grow = () => {
+    const size = Math.min(capacity, 2 * (hashes.length / 32))
+    const grownIndex = new Uint8Array(size * INDEX_ENTRY_BYTES)
+    grownIndex.set(index)
+    const grownHashes = new Uint8Array(size * 32)
+    grownHashes.set(hashes)
+    index = grownIndex
+    view = new DataView(index.buffer)
+    hashes = grownHashes
+  }
   return {
     add: (event: LedgerEvent): void => {
-      if (added === count) throw new RangeError(`an events digest of ${count} events was given more`)
+      if (added === capacity) throw new RangeError(`an events digest of at most ${capacity} events was given more`)
+      if (added * 32 === hashes.length) grow()
       const hash = hashing.sha256(canonicalEventText(event))
       hashes.set(hash, added * 32)
       view.setBigUint64(added * INDEX_ENTRY_BYTES, BigInt(event.recordedSeq))
@@ -111,16 +123,14 @@ export const startEventsDigest = (hashing: LedgerHashing, count: number) => {
       added++
     },
     finish: (): SealedEvents => {
-      if (added !== count) throw new RangeError(`an events digest of ${count} events was given ${added}`)
-      return { count, eventsDigest: toHex(hashing.sha256(hashes)), index }
+      if (added === 0) throw new RangeError("an events digest needs at least one event")
+      return {
+        count: added,
+        eventsDigest: toHex(hashing.sha256(hashes.subarray(0, added * 32))),
+        index: index.slice(0, added * INDEX_ENTRY_BYTES)
+      }
     }
   }
-}
-
-export const digestEvents = (hashing: LedgerHashing, events: ReadonlyArray<LedgerEvent>): SealedEvents => {
-  const digest = startEventsDigest(hashing, events.length)
-  for (const event of events) digest.add(event)
-  return digest.finish()
 }
 
 export const makeSeal = (signer: LedgerSigner, body: SealBody): Seal => {
