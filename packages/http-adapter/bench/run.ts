@@ -475,7 +475,9 @@ const main = async () => {
     }))
   const results: Array<Record<string, unknown>> = []
   let peakRssMb = 0
+  let floorPeakRssMb = 0
   const servicePids = services.flatMap((child) => child.pid === undefined ? [] : [child.pid])
+  const floorPids = floors.flatMap((child) => child.pid === undefined ? [] : [child.pid])
   try {
     for (let k = 0; k < processCount; k++) {
       await waitUntilUp(`${processBase(servicePort, k)}/external/v1/encounters?limit=1`, token)
@@ -484,6 +486,7 @@ const main = async () => {
     }
     const sampler = setInterval(() => {
       for (const pid of servicePids) peakRssMb = Math.max(peakRssMb, memoryOf(pid).rssMb)
+      for (const pid of floorPids) floorPeakRssMb = Math.max(floorPeakRssMb, memoryOf(pid).rssMb)
     }, 200)
     try {
       // In each round every process of both servers, pair by pair, the pair's order alternating.
@@ -551,10 +554,11 @@ const main = async () => {
       clearInterval(sampler)
     }
     for (const pid of servicePids) peakRssMb = Math.max(peakRssMb, memoryOf(pid).peakMb)
+    for (const pid of floorPids) floorPeakRssMb = Math.max(floorPeakRssMb, memoryOf(pid).peakMb)
   } finally {
     for (const child of [...services, ...floors]) child.kill("SIGTERM")
   }
-  log(`service peak RSS: ${peakRssMb.toFixed(0)} MB`)
+  log(`service peak RSS: ${peakRssMb.toFixed(0)} MB (floor: ${floorPeakRssMb.toFixed(0)} MB)`)
 
   const byKey = (key: string) => results.find((result) => result.route === key)
   // Both servers are driven for the same seconds, so the ratio of their requests is the exact
@@ -583,7 +587,7 @@ const main = async () => {
     data: samples.counts,
     settings: { connections, durationSeconds: duration, processes: processCount, rounds, warmupSeconds: warmup, initialWarmupSeconds: initialWarmup, poolMax },
     routes: results,
-    serviceRss: { peakMb: round(peakRssMb) },
+    serviceRss: { peakMb: round(peakRssMb), floorPeakMb: round(floorPeakRssMb) },
     targets
   }
   if (only.length > 0) {
@@ -611,7 +615,7 @@ const main = async () => {
         `${f.serverCpuMsPerRequest?.toFixed(2)} + ${f.postgresCpuMsPerRequest?.toFixed(2)} |`
     }),
     "",
-    `Service peak RSS under load: ${peakRssMb.toFixed(0)} MB.`,
+    `Service peak RSS under load: ${peakRssMb.toFixed(0)} MB (the floor's, on the same Node: ${floorPeakRssMb.toFixed(0)} MB).`,
     "",
     "| Target | Met |",
     "|---|---|",
