@@ -1,5 +1,7 @@
+import { execFileSync } from "node:child_process"
 import { createServer, type Server, type Socket } from "node:net"
 import { readFileSync } from "node:fs"
+import { fileURLToPath } from "node:url"
 import { AudioStorage, AudioStorageUnavailable, type RecordingReference } from "@clinical-api/domain"
 import { HeadObjectCommand, S3Client } from "@aws-sdk/client-s3"
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
@@ -254,6 +256,19 @@ describe("S3 audio storage when the store is unreachable: AudioStorageUnavailabl
     }),
     15_000
   )
+})
+
+describe("the AWS SDK, loaded only for S3 storage", () => {
+  it("importing the storage adapter does not load it (about 6 MB of heap with embedded audio); making an S3 storage does", () => {
+    const script = fileURLToPath(new URL("./support/aws-sdk-loaded.ts", import.meta.url))
+    const repositoryRoot = fileURLToPath(new URL("../../..", import.meta.url))
+    const loaded = JSON.parse(execFileSync(process.execPath, ["--import", "tsx", script], {
+      cwd: repositoryRoot,
+      encoding: "utf8",
+      timeout: 60_000
+    })) as { afterImport: boolean; afterS3Storage: boolean }
+    expect(loaded).toEqual({ afterImport: false, afterS3Storage: true })
+  }, 90_000)
 })
 
 describe("S3 audio storage configuration (AUDIO_STORAGE, S3_*)", () => {

@@ -1,6 +1,5 @@
 import { AudioStorage, AudioStorageUnavailable, type RecordingReference } from "@clinical-api/domain"
-import { GetObjectCommand, HeadObjectCommand, PutObjectCommand, S3Client, S3ServiceException } from "@aws-sdk/client-s3"
-import { getSignedUrl } from "@aws-sdk/s3-request-presigner"
+import type { S3Client } from "@aws-sdk/client-s3"
 import { Clock, Duration, Effect, Layer, Option, Redacted } from "effect"
 
 /**
@@ -40,7 +39,18 @@ export const S3_DEFAULT_REQUEST_TIMEOUT_MILLIS = 2_000
 export const S3_DEFAULT_MAX_ATTEMPTS = 2
 export const S3_DEFAULT_OPERATION_TIMEOUT_MILLIS = 5_000
 
-export const makeS3Client = (settings: S3AudioSettings): S3Client =>
+/**
+ * What the storage uses of the AWS SDK, imported when an S3 storage is made: the SDK is about
+ * 6 MB of heap, which a service with embedded audio never needs.
+ */
+const loadSdk = Effect.promise(async () => {
+  const [{ GetObjectCommand, HeadObjectCommand, PutObjectCommand, S3Client, S3ServiceException }, { getSignedUrl }] =
+    await Promise.all([import("@aws-sdk/client-s3"), import("@aws-sdk/s3-request-presigner")])
+  return { GetObjectCommand, HeadObjectCommand, PutObjectCommand, S3Client, S3ServiceException, getSignedUrl }
+})
+type S3Sdk = Effect.Success<typeof loadSdk>
+
+const makeS3Client = ({ S3Client }: S3Sdk, settings: S3AudioSettings): S3Client =>
   new S3Client({
     region: settings.region,
     ...Option.match(settings.endpoint, { onNone: () => ({}), onSome: (endpoint) => ({ endpoint }) }),
@@ -67,12 +77,13 @@ export const makeS3Client = (settings: S3AudioSettings): S3Client =>
     responseChecksumValidation: "WHEN_REQUIRED"
   })
 
-/** HEAD on a missing key (or, indistinguishably, a missing bucket) answers 404 with no body. */
-const isNotFound = (error: unknown): boolean =>
-  error instanceof S3ServiceException &&
-  (error.name === "NotFound" || error.name === "NoSuchKey" || error.$metadata.httpStatusCode === 404)
+const makeS3AudioStorage = (sdk: S3Sdk, client: S3Client, settings: S3AudioSettings) => {
+  const { GetObjectCommand, HeadObjectCommand, PutObjectCommand, S3ServiceException, getSignedUrl } = sdk
+  /** HEAD on a missing key (or, indistinguishably, a missing bucket) answers 404 with no body. */
+  const isNotFound = (error: unknown): boolean =>
+    error instanceof S3ServiceException &&
+    (error.name === "NotFound" || error.name === "NoSuchKey" || error.$metadata.httpStatusCode === 404)
 
-export const makeS3AudioStorage = (client: S3Client, settings: S3AudioSettings) => {
   const operationTimeout = Duration.millis(settings.operationTimeoutMillis ?? S3_DEFAULT_OPERATION_TIMEOUT_MILLIS)
 
   /** Runs one SDK call, interruptible (the abort signal reaches the socket) and bounded in time. */
@@ -134,8 +145,9 @@ export const makeS3AudioStorage = (client: S3Client, settings: S3AudioSettings) 
 export const S3AudioStorageLayer = (settings: S3AudioSettings): Layer.Layer<AudioStorage> =>
   Layer.effect(
     AudioStorage,
-    Effect.map(
-      Effect.acquireRelease(Effect.sync(() => makeS3Client(settings)), (client) => Effect.sync(() => client.destroy())),
-      (client) => makeS3AudioStorage(client, settings)
-    )
+    Effect.flatMap(loadSdk, (sdk) =>
+      Effect.map(
+        Effect.acquireRelease(Effect.sync(() => makeS3Client(sdk, settings)), (client) => Effect.sync(() => client.destroy())),
+        (client) => makeS3AudioStorage(sdk, client, settings)
+      ))
   )
