@@ -259,7 +259,7 @@ describe("S3 audio storage when the store is unreachable: AudioStorageUnavailabl
 })
 
 describe("the AWS SDK, loaded only for S3 storage", () => {
-  it("importing the storage adapter does not load it (about 6 MB of heap with embedded audio); making an S3 storage does", () => {
+  it("importing the storage adapter does not load it (some 5 MB of heap a service with embedded audio never needs); making an S3 storage does", () => {
     const script = fileURLToPath(new URL("./support/aws-sdk-loaded.ts", import.meta.url))
     const repositoryRoot = fileURLToPath(new URL("../../..", import.meta.url))
     const loaded = JSON.parse(execFileSync(process.execPath, ["--import", "tsx", script], {

@@ -40,7 +40,7 @@ export const S3_DEFAULT_MAX_ATTEMPTS = 2
 export const S3_DEFAULT_OPERATION_TIMEOUT_MILLIS = 5_000
 
 /**
- * What the storage uses of the AWS SDK, imported when an S3 storage is made: the SDK is about
+ * What the storage uses of the AWS SDK, imported when an S3 storage is made: the SDK is 5 to
  * 6 MB of heap, which a service with embedded audio never needs.
  */
 const loadSdk = Effect.promise(async () => {
