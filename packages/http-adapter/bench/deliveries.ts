@@ -8,7 +8,11 @@
  * and filling caches, which would otherwise weigh on 8 workers eight times as much as on one.
  * Then the measured events are published and held back (their subscription disabled); the clock
  * runs from releasing them to the last one handled by the receiver. Also reports the CPU time
- * per delivery of the workers, the receiver and the database's backends (from /proc). Part of
+ * per delivery of the workers, the receiver and the database's backends (from /proc), the
+ * machine's busy cores over the round (from /proc/stat) and PostgreSQL's transactions per
+ * delivery (claims, records and polls; `pg_stat_database`). An untimed round with the first
+ * worker count comes first: on tables that have never held a round's rows, PostgreSQL spent
+ * about twice the CPU per delivery, which weighed on whichever count ran first. Part of
  * `pnpm bench`; writes bench/webhook-deliveries.json.
  *
  * BENCH_WEBHOOK_EVENTS (default 20000), BENCH_WEBHOOK_WARMUP_EVENTS (default 2000 per worker),
@@ -43,6 +47,10 @@ interface Result {
   readonly duplicates: number
   /** CPU time per delivery, in ms, of the worker processes, the receiver and the database's backends. */
   readonly cpuMsPerDelivery: { readonly workers: number; readonly receiver: number; readonly postgres: number }
+  /** The machine's cores busy on average over the round, by any process. */
+  readonly busyCores: number
+  /** PostgreSQL's committed transactions on the database per delivery: claims, records, polls. */
+  readonly transactionsPerDelivery: number
 }
 
 /** CPU seconds (user + system) a process has used so far, from /proc; 0 where there is no /proc. */
@@ -53,6 +61,18 @@ const cpuSecondsOf = (pid: number | undefined): number => {
     return (Number(fields[11]) + Number(fields[12])) / 100
   } catch {
     return 0
+  }
+}
+
+/** Clock ticks the machine's cores have been busy and in all, from /proc/stat; zeros where there is none. */
+const machineTicks = (): { readonly busy: number; readonly total: number } => {
+  try {
+    const fields = readFileSync("/proc/stat", "utf8").split("\n")[0]?.trim().split(/\s+/).slice(1).map(Number) ?? []
+    const total = fields.slice(0, 8).reduce((sum, value) => sum + value, 0)
+    // idle and iowait are the third and fourth numbers of the cpu line.
+    return { busy: total - (fields[3] ?? 0) - (fields[4] ?? 0), total }
+  } catch {
+    return { busy: 0, total: 0 }
   }
 }
 
@@ -133,7 +153,8 @@ const main = async () => {
         // is cancelled); events are published only to an active one.
         const setState = (subscriptionId: string, state: "active" | "disabled") =>
           sql((q) => q`UPDATE webhook_subscriptions SET state = ${state} WHERE subscription_id = ${subscriptionId}`)
-        for (const workers of workerCounts) {
+        const primingRound = workerCounts[0] ?? 1
+        for (const [round, workers] of [primingRound, ...workerCounts].entries()) {
           const warmUp = warmUpEventsPerWorker * workers
           yield* publish(warm.organizationId, warmUp)
           yield* publish(measured.organizationId, events)
@@ -155,14 +176,22 @@ const main = async () => {
               receiver: (process.cpuUsage().user + process.cpuUsage().system) / 1e6,
               postgres: postgresPids.reduce((sum, pid) => sum + cpuSecondsOf(pid) - (backendsBefore.get(pid) ?? 0), 0)
             })
+            // Backends flush their counters when they end, so the count is read after the workers stop.
+            const commits = sql<Array<{ n: string }>>((q) => q`SELECT xact_commit::text AS n FROM pg_stat_database WHERE datname = current_database()`)
+            const commitsBefore = Number((yield* commits)[0]?.n)
             const handledBefore = handled
             const requestsBefore = requests
             const cpuBefore = cpu([])
+            const ticksBefore = machineTicks()
             const started = performance.now()
             yield* setState(measured.subscriptionId, "active")
             yield* Effect.promise(() => allHandled(handledBefore + events))
             const seconds = (lastHandledAt - started) / 1000
             const cpuAfter = cpu((yield* backends).map((row) => row.pid))
+            const ticksAfter = machineTicks()
+            const busyCores = ticksAfter.total > ticksBefore.total
+              ? ((ticksAfter.busy - ticksBefore.busy) / (ticksAfter.total - ticksBefore.total)) * availableParallelism()
+              : 0
             const perDelivery = (key: keyof typeof cpuAfter) => Number((((cpuAfter[key] - cpuBefore[key]) * 1000) / events).toFixed(2))
             // The last results are recorded a moment after the receiver handled them.
             let pending = events
@@ -172,16 +201,20 @@ const main = async () => {
               if (pending > 0) yield* Effect.sleep("50 millis")
             }
             yield* Effect.promise(() => stopAll(pool))
+            const commitsAfter = Number((yield* commits)[0]?.n)
             if (handled - handledBefore !== events || pending !== 0) {
               throw new Error(`expected ${events} events handled and every delivery succeeded, got ${handled - handledBefore} and ${pending} not succeeded`)
             }
+            if (round === 0) continue
             results.push({
               workers,
               events,
               seconds: Number(seconds.toFixed(2)),
               deliveriesPerSecond: Math.round(events / seconds),
               duplicates: requests - requestsBefore - events,
-              cpuMsPerDelivery: { workers: perDelivery("workers"), receiver: perDelivery("receiver"), postgres: perDelivery("postgres") }
+              cpuMsPerDelivery: { workers: perDelivery("workers"), receiver: perDelivery("receiver"), postgres: perDelivery("postgres") },
+              busyCores: Number(busyCores.toFixed(2)),
+              transactionsPerDelivery: Number(((commitsAfter - commitsBefore) / events).toFixed(3))
             })
           } finally {
             yield* Effect.promise(() => stopAll(pool))
@@ -197,6 +230,7 @@ const main = async () => {
     receiver: "loopback, receiver kit, in-memory idempotency store (the bench process)",
     workers: "pnpm cli webhooks worker processes, default settings",
     warmUpEventsPerWorker,
+    primingRound: `untimed, ${workerCounts[0] ?? 1} worker(s), before the measured rounds`,
     results
   }
   writeFileSync(new URL("./webhook-deliveries.json", import.meta.url), `${JSON.stringify(report, null, 2)}\n`)
@@ -204,7 +238,8 @@ const main = async () => {
     console.log(
       `webhook deliveries, ${result.workers} worker(s): ${result.deliveriesPerSecond}/s (${result.events} in ${result.seconds} s, ` +
         `${result.duplicates} duplicates; CPU ms per delivery: workers ${result.cpuMsPerDelivery.workers}, ` +
-        `receiver ${result.cpuMsPerDelivery.receiver}, PostgreSQL ${result.cpuMsPerDelivery.postgres})`
+        `receiver ${result.cpuMsPerDelivery.receiver}, PostgreSQL ${result.cpuMsPerDelivery.postgres}; ` +
+        `${result.busyCores} of ${availableParallelism()} cores busy; ${result.transactionsPerDelivery} transactions per delivery)`
     )
   }
 }
