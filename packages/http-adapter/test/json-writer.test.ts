@@ -1,5 +1,5 @@
-import { operationIds, PublicDocumentDetailResponse, PublicEncounterListResponse } from "@clinical-api/domain"
-import { describe, expect, it } from "@effect/vitest"
+import { operationIds, PublicDocumentDetailResponse, PublicEncounterListResponse, PublicTranscriptTurn } from "@clinical-api/domain"
+import { describe, expect, it, vi } from "@effect/vitest"
 import { Schema } from "effect"
 import { HttpApi } from "effect/http-api"
 import { PublicHttpApi } from "../src/api/definition.js"
@@ -111,6 +111,42 @@ describe("success bodies written from their schemas", () => {
     const schema = successSchemas.find(([operation]) => operation === "getPublicDocumentAudio")![1]
     expect(() => compileJsonWriter(schema)!(audio)).toThrow()
     expect(throughSchema(schema, audio)).toMatch(/^throws /)
+  })
+
+  it("writes an array of flat records (a transcript's turns, as JSON.parse gives them) in one JSON.stringify call", () => {
+    const turns = JSON.parse(
+      '[{"speaker":"clinician","text":"Any \\"pain\\"?\\n","start":0,"end":5.5},{"speaker":"patient","text":"No.","start":6,"end":7}]'
+    ) as ReadonlyArray<unknown>
+    const write = compileJsonWriter(Schema.Array(PublicTranscriptTurn))!
+    const stringify = vi.spyOn(JSON, "stringify")
+    try {
+      const text = write(turns)
+      expect(stringify.mock.calls.map(([value]) => value)).toEqual([turns])
+      expect(text).toBe(throughSchema(Schema.Array(PublicTranscriptTurn), turns))
+    } finally {
+      stringify.mockRestore()
+    }
+  })
+
+  it("writes turns that are not exactly flat records of the schema field by field, as the schema encodes them", () => {
+    const schema = Schema.Array(PublicTranscriptTurn)
+    const turn = { speaker: "patient", text: "No.", start: 6, end: 7 }
+    class Turn {
+      constructor(readonly speaker: string, readonly text: string, readonly start: number, readonly end: number) {}
+      toJSON() {
+        return "not this"
+      }
+    }
+    const cases: ReadonlyArray<ReadonlyArray<unknown>> = [
+      [{ text: "No.", speaker: "patient", end: 7, start: 6 }],
+      [turn, { ...turn, extra: "dropped" }],
+      [new Turn("patient", "No.", 6, 7)]
+    ]
+    for (const turns of cases) expect(written(schema, turns)).toBe(throughSchema(schema, turns))
+    const sparse: Array<unknown> = [turn]
+    sparse[2] = turn
+    expect(written(schema, sparse)).toMatch(/^throws /)
+    expect(throughSchema(schema, sparse)).toMatch(/^throws /)
   })
 
   it("compiles nothing for a schema whose type differs from its encoding other than by timestamps", () => {

@@ -135,6 +135,34 @@ const compileIdentityChain = (links: ReadonlyArray<SchemaAST.Link>): Compiled =>
   return identity ? compile(last.to) : undefined
 }
 
+/**
+ * For an object schema of required scalar fields only: whether a value is a plain object whose
+ * own keys are the schema's, in the schema's order, each holding a string, number, boolean or
+ * null. `JSON.stringify` writes such a value exactly as the compiled writer does.
+ */
+const flatRecordCheck = (ast: SchemaAST.AST): ((value: unknown) => boolean) | undefined => {
+  if (ast._tag !== "Objects" || ast.encoding !== undefined || ast.indexSignatures.length > 0) return undefined
+  const names: Array<string> = []
+  for (const signature of ast.propertySignatures) {
+    if (typeof signature.name !== "string" || signature.type.context?.isOptional === true || !isScalar(signature.type)) {
+      return undefined
+    }
+    names.push(signature.name)
+  }
+  return (value) => {
+    if (typeof value !== "object" || value === null || Object.getPrototypeOf(value) !== Object.prototype) return false
+    const keys = Object.keys(value)
+    if (keys.length !== names.length) return false
+    for (let index = 0; index < names.length; index++) {
+      if (keys[index] !== names[index]) return false
+      const field = (value as Record<string, unknown>)[names[index]!]
+      const kind = typeof field
+      if (kind !== "string" && kind !== "number" && kind !== "boolean" && field !== null) return false
+    }
+    return true
+  }
+}
+
 const compile = (ast: SchemaAST.AST): Compiled => {
   if (ast === Timestamp.ast) return writeTimestamp
   if (ast.encoding !== undefined) return compileIdentityChain(ast.encoding)
@@ -153,11 +181,22 @@ const compile = (ast: SchemaAST.AST): Compiled => {
       if (ast.elements.length > 0 || ast.rest.length !== 1) return undefined
       const item = compile(ast.rest[0]!)
       if (item === undefined) return undefined
-      return (value) => {
+      const writeItems: JsonWriter = (value) => {
         const items = value as ReadonlyArray<unknown>
         let text = "["
         for (let index = 0; index < items.length; index++) text += (index === 0 ? "" : ",") + item(items[index])
         return text + "]"
+      }
+      const flat = flatRecordCheck(ast.rest[0]!)
+      if (flat === undefined) return writeItems
+      // JSON.stringify writes a flat record exactly as the field writers do, in half their time
+      // (a transcript's turns); anything else goes field by field.
+      return (value) => {
+        const items = value as ReadonlyArray<unknown>
+        if (!Array.isArray(items) || Object.getPrototypeOf(items) !== Array.prototype) return writeItems(value)
+        // A loop, not `every`, which skips the holes of a sparse array.
+        for (let index = 0; index < items.length; index++) if (!flat(items[index])) return writeItems(value)
+        return JSON.stringify(items)
       }
     }
     case "Union":
