@@ -12,7 +12,7 @@
  * machine's busy cores over the round (from /proc/stat) and PostgreSQL's transactions per
  * delivery (claims, records and polls; `pg_stat_database`). An untimed round with the first
  * worker count comes first: on tables that have never held a round's rows, PostgreSQL spent
- * about twice the CPU per delivery, which weighed on whichever count ran first. Part of
+ * about 2.5 times the CPU per delivery, which weighed on whichever count ran first. Part of
  * `pnpm bench`; writes bench/webhook-deliveries.json.
  *
  * BENCH_WEBHOOK_EVENTS (default 20000), BENCH_WEBHOOK_WARMUP_EVENTS (default 2000 per worker),
@@ -69,7 +69,7 @@ const machineTicks = (): { readonly busy: number; readonly total: number } => {
   try {
     const fields = readFileSync("/proc/stat", "utf8").split("\n")[0]?.trim().split(/\s+/).slice(1).map(Number) ?? []
     const total = fields.slice(0, 8).reduce((sum, value) => sum + value, 0)
-    // idle and iowait are the third and fourth numbers of the cpu line.
+    // After the label: user, nice, system, idle, iowait, irq, softirq, steal.
     return { busy: total - (fields[3] ?? 0) - (fields[4] ?? 0), total }
   } catch {
     return { busy: 0, total: 0 }
