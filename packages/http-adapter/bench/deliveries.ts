@@ -15,8 +15,12 @@
  * about 2.5 times the CPU per delivery, which weighed on whichever count ran first. Part of
  * `pnpm bench`; writes bench/webhook-deliveries.json.
  *
+ * A second series has the receiver answer each delivery after BENCH_WEBHOOK_RECEIVER_DELAY_MS
+ * (default 100; 0 skips it), as a partner's endpoint across a network does: the workers then wait
+ * on the receiver rather than on the machine's cores, which shows whether they scale.
+ *
  * BENCH_WEBHOOK_EVENTS (default 20000), BENCH_WEBHOOK_WARMUP_EVENTS (default 2000 per worker),
- * BENCH_WEBHOOK_WORKERS (default 1,2,4,8).
+ * BENCH_WEBHOOK_WORKERS (default 1,2,4,8), BENCH_WEBHOOK_DELAYED_EVENTS (default 5000).
  */
 import { type ChildProcess, spawn } from "node:child_process"
 import { readFileSync, writeFileSync } from "node:fs"
@@ -28,17 +32,27 @@ import type { OrganizationId } from "@clinical-api/domain"
 import { PgClient } from "@clinical-api/storage-adapter"
 import { serverDatabases } from "@clinical-api/storage-adapter/testing"
 import { makeIdempotencyStoreMemory, makeWebhookRequestHandler } from "@clinical-api/webhook-adapter"
-import { Effect, Layer } from "effect"
+import { Duration, Effect, Layer } from "effect"
 import { activeSubscription, publishOne, webhookStackOn } from "../test/cli-webhooks-support.js"
 
 const adminUrl = process.env["DATABASE_URL"]?.trim() || "postgres://postgres@127.0.0.1:5432/postgres"
 const events = Number(process.env["BENCH_WEBHOOK_EVENTS"] ?? 20_000)
 const warmUpEventsPerWorker = Number(process.env["BENCH_WEBHOOK_WARMUP_EVENTS"] ?? 2000)
 const workerCounts = (process.env["BENCH_WEBHOOK_WORKERS"] ?? "1,2,4,8").split(",").map(Number)
+const receiverDelayMs = Number(process.env["BENCH_WEBHOOK_RECEIVER_DELAY_MS"] ?? 100)
+const delayedEvents = Number(process.env["BENCH_WEBHOOK_DELAYED_EVENTS"] ?? 5000)
+
+/** One curve: the receiver answers each delivery after `receiverDelayMs`. */
+interface Series {
+  readonly receiverDelayMs: number
+  readonly events: number
+  readonly warmUpEventsPerWorker: number
+}
 const workspaceRoot = fileURLToPath(new URL("../../../", import.meta.url))
 const cliEntry = "packages/http-adapter/scripts/cli.mjs"
 
 interface Result {
+  readonly receiverDelayMs: number
   readonly workers: number
   readonly events: number
   readonly seconds: number
@@ -107,6 +121,11 @@ const main = async () => {
   let handled = 0
   let requests = 0
   let lastHandledAt = 0
+  let answerDelayMs = 0
+  const recordHandled = () => {
+    handled++
+    lastHandledAt = performance.now()
+  }
   let handler: http.RequestListener = (_request, response) => response.writeHead(503).end()
   const receiver = http.createServer((request, response) => {
     requests++
@@ -139,10 +158,7 @@ const main = async () => {
           secrets: [warm.secret, measured.secret],
           store: makeIdempotencyStoreMemory(),
           handle: () =>
-            Effect.sync(() => {
-              handled++
-              lastHandledAt = performance.now()
-            })
+            answerDelayMs === 0 ? Effect.sync(recordHandled) : Effect.andThen(Effect.sleep(Duration.millis(answerDelayMs)), Effect.sync(recordHandled))
         })
         const publish = (organizationId: OrganizationId, count: number) =>
           Effect.provide(
@@ -153,8 +169,19 @@ const main = async () => {
         // is cancelled); events are published only to an active one.
         const setState = (subscriptionId: string, state: "active" | "disabled") =>
           sql((q) => q`UPDATE webhook_subscriptions SET state = ${state} WHERE subscription_id = ${subscriptionId}`)
+        const series: Array<Series> = [{ receiverDelayMs: 0, events, warmUpEventsPerWorker }]
+        if (receiverDelayMs > 0) {
+          series.push({ receiverDelayMs, events: delayedEvents, warmUpEventsPerWorker: Math.ceil(warmUpEventsPerWorker / 4) })
+        }
         const primingRound = workerCounts[0] ?? 1
-        for (const [round, workers] of [primingRound, ...workerCounts].entries()) {
+        const rounds = series.flatMap((one, index) =>
+          (index === 0 ? [primingRound, ...workerCounts] : workerCounts).map((workers, round) => ({
+            ...one,
+            workers,
+            timed: index > 0 || round > 0
+          })))
+        for (const { events, receiverDelayMs, timed, warmUpEventsPerWorker, workers } of rounds) {
+          answerDelayMs = receiverDelayMs
           const warmUp = warmUpEventsPerWorker * workers
           yield* publish(warm.organizationId, warmUp)
           yield* publish(measured.organizationId, events)
@@ -205,8 +232,9 @@ const main = async () => {
             if (handled - handledBefore !== events || pending !== 0) {
               throw new Error(`expected ${events} events handled and every delivery succeeded, got ${handled - handledBefore} and ${pending} not succeeded`)
             }
-            if (round === 0) continue
+            if (!timed) continue
             results.push({
+              receiverDelayMs,
               workers,
               events,
               seconds: Number(seconds.toFixed(2)),
@@ -230,13 +258,16 @@ const main = async () => {
     receiver: "loopback, receiver kit, in-memory idempotency store (the bench process)",
     workers: "pnpm cli webhooks worker processes, default settings",
     warmUpEventsPerWorker,
+    delayedSeries: receiverDelayMs > 0
+      ? `the receiver answers after ${receiverDelayMs} ms; ${delayedEvents} events, ${Math.ceil(warmUpEventsPerWorker / 4)} warm-up events per worker`
+      : "none",
     primingRound: `untimed, ${workerCounts[0] ?? 1} worker(s), before the measured rounds`,
     results
   }
   writeFileSync(new URL("./webhook-deliveries.json", import.meta.url), `${JSON.stringify(report, null, 2)}\n`)
   for (const result of results) {
     console.log(
-      `webhook deliveries, ${result.workers} worker(s): ${result.deliveriesPerSecond}/s (${result.events} in ${result.seconds} s, ` +
+      `webhook deliveries, receiver answering after ${result.receiverDelayMs} ms, ${result.workers} worker(s): ${result.deliveriesPerSecond}/s (${result.events} in ${result.seconds} s, ` +
         `${result.duplicates} duplicates; CPU ms per delivery: workers ${result.cpuMsPerDelivery.workers}, ` +
         `receiver ${result.cpuMsPerDelivery.receiver}, PostgreSQL ${result.cpuMsPerDelivery.postgres}; ` +
         `${result.busyCores} of ${availableParallelism()} cores busy; ${result.transactionsPerDelivery} transactions per delivery)`
