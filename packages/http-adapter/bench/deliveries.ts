@@ -41,6 +41,7 @@ const warmUpEventsPerWorker = Number(process.env["BENCH_WEBHOOK_WARMUP_EVENTS"] 
 const workerCounts = (process.env["BENCH_WEBHOOK_WORKERS"] ?? "1,2,4,8").split(",").map(Number)
 const receiverDelayMs = Number(process.env["BENCH_WEBHOOK_RECEIVER_DELAY_MS"] ?? 100)
 const delayedEvents = Number(process.env["BENCH_WEBHOOK_DELAYED_EVENTS"] ?? 5000)
+const delayedWarmUpEventsPerWorker = Math.ceil(warmUpEventsPerWorker / 4)
 
 /** One curve: the receiver answers each delivery after `receiverDelayMs`. */
 interface Series {
@@ -171,7 +172,7 @@ const main = async () => {
           sql((q) => q`UPDATE webhook_subscriptions SET state = ${state} WHERE subscription_id = ${subscriptionId}`)
         const series: Array<Series> = [{ receiverDelayMs: 0, events, warmUpEventsPerWorker }]
         if (receiverDelayMs > 0) {
-          series.push({ receiverDelayMs, events: delayedEvents, warmUpEventsPerWorker: Math.ceil(warmUpEventsPerWorker / 4) })
+          series.push({ receiverDelayMs, events: delayedEvents, warmUpEventsPerWorker: delayedWarmUpEventsPerWorker })
         }
         const primingRound = workerCounts[0] ?? 1
         const rounds = series.flatMap((one, index) =>
@@ -259,7 +260,7 @@ const main = async () => {
     workers: "pnpm cli webhooks worker processes, default settings",
     warmUpEventsPerWorker,
     delayedSeries: receiverDelayMs > 0
-      ? `the receiver answers after ${receiverDelayMs} ms; ${delayedEvents} events, ${Math.ceil(warmUpEventsPerWorker / 4)} warm-up events per worker`
+      ? `the receiver answers after ${receiverDelayMs} ms; ${delayedEvents} events, ${delayedWarmUpEventsPerWorker} warm-up events per worker`
       : "none",
     primingRound: `untimed, ${workerCounts[0] ?? 1} worker(s), before the measured rounds`,
     results
