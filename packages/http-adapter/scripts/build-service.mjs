@@ -1,19 +1,24 @@
 /**
- * Builds the service for `pnpm start`: `src/main.ts` and the workspace packages it imports,
- * bundled by esbuild into `dist/main.mjs`, run by plain Node. Running the sources through the
- * tsx loader costs a loader worker thread with its own heap (about 90 MB of RSS under load).
+ * Builds the service for `pnpm start`: `src/main.ts` with the workspace packages and the
+ * dependencies it imports, bundled by esbuild into `dist/main.mjs`, run by plain Node. Running
+ * the sources through the tsx loader costs a loader worker thread with its own heap (about 90 MB
+ * of RSS under load).
  *
- * Every other package stays outside the bundle, imported by the absolute path esbuild resolves
- * it to from the importing workspace package: pnpm keeps each package's dependencies beside
- * that package, where the bundle's own folder could not find them. So the bundle is built on
- * the machine that runs it, at every start (about half a second), and never committed.
+ * Dependencies are inside the bundle because V8 keeps the source text of every module it loads:
+ * effect's modules, read one by one from node_modules, kept about 19 MB of source (mostly their
+ * doc comments) alive for the process's life, and the old generation grows to a multiple of what
+ * is alive. What is imported only on demand (the AWS SDK for S3 audio, Scalar for the docs page)
+ * is split into files of its own under `chunks/` beside the bundle, loaded when first imported.
+ * PGlite stays outside: it reads its WebAssembly and data files beside its own module, so it is
+ * imported by the absolute path esbuild resolves, and the bundle is built on the machine that runs
+ * it, at every start (about a second), and never committed.
  *
- * The operator CLI (`scripts/cli.mjs`) is built here too, with its dependencies inside the
- * bundle: a command starts in a fraction of a second when Node reads one file instead of the
- * hundreds of modules of effect and the AWS SDK.
+ * The operator CLI (`scripts/cli.mjs`) is built here too, as one file: a command starts in a
+ * fraction of a second when Node reads one file instead of the hundreds of modules of effect and
+ * the AWS SDK.
  */
 import { mkdirSync, renameSync, writeFileSync } from "node:fs"
-import { dirname, resolve } from "node:path"
+import { basename, dirname, resolve } from "node:path"
 import { argv, cwd, pid } from "node:process"
 import { fileURLToPath, pathToFileURL } from "node:url"
 import * as esbuild from "esbuild"
@@ -22,17 +27,14 @@ export const packageRoot = resolve(dirname(fileURLToPath(import.meta.url)), ".."
 const resolving = Symbol("resolving")
 
 /**
- * Bare imports outside the workspace: external, by the path esbuild resolves for the importer;
- * with `bundled`, only those that must stay files of their own.
+ * PGlite outside the bundle, by the path esbuild resolves for the importer: it reads its
+ * WebAssembly and data files beside its own module.
  */
-const externalDependencies = (bundled = () => false) => ({
-  name: "external-dependencies",
+const pgliteOutside = {
+  name: "pglite-outside",
   setup(build) {
-    build.onResolve({ filter: /^[^./]/ }, async (args) => {
-      if (args.path.startsWith("@clinical-api/") || args.path.startsWith("node:") || args.pluginData === resolving) {
-        return undefined
-      }
-      if (bundled(args.path)) return undefined
+    build.onResolve({ filter: /^@electric-sql\/pglite/ }, async (args) => {
+      if (args.pluginData === resolving) return undefined
       const resolved = await build.resolve(args.path, {
         kind: args.kind,
         resolveDir: args.resolveDir,
@@ -43,17 +45,34 @@ const externalDependencies = (bundled = () => false) => ({
       return { path: resolved.path, external: true }
     })
   }
-})
+}
 
-const common = { bundle: true, platform: "node", format: "esm", target: "node24", logLevel: "warning" }
+const common = {
+  bundle: true,
+  platform: "node",
+  format: "esm",
+  target: "node24",
+  logLevel: "warning",
+  // CommonJS dependencies inside an ES module bundle still call require for Node's built-ins.
+  banner: { js: "import { createRequire as __createRequire } from \"node:module\"; const require = __createRequire(import.meta.url);" }
+}
 
-/** `entry` (relative to the package) bundled into `outfile`, its dependencies external. */
+/**
+ * `entry` (relative to the package) bundled into `outfile` (an `.mjs` path), and what it imports
+ * on demand into `chunks/` beside it. Chunks are named by their content, so bundles built into one
+ * folder share them; builds that may run at once (the tests') each take a folder of their own.
+ */
 export const buildService = (entry = "src/main.ts", outfile = "dist/main.mjs") =>
   esbuild.build({
     ...common,
     entryPoints: [resolve(packageRoot, entry)],
-    outfile: resolve(packageRoot, outfile),
-    plugins: [externalDependencies()]
+    outdir: dirname(resolve(packageRoot, outfile)),
+    entryNames: basename(outfile, ".mjs"),
+    outExtension: { ".js": ".mjs" },
+    splitting: true,
+    chunkNames: "chunks/[name]-[hash]",
+    metafile: true,
+    plugins: [pgliteOutside]
   })
 
 export const CLI_BUNDLE = resolve(packageRoot, "dist/cli.mjs")
@@ -72,9 +91,7 @@ export const buildCli = async () => {
     write: false,
     metafile: true,
     outfile: CLI_BUNDLE,
-    // CommonJS dependencies inside an ES module bundle still call require for Node's built-ins.
-    banner: { js: "import { createRequire as __createRequire } from \"node:module\"; const require = __createRequire(import.meta.url);" },
-    plugins: [externalDependencies((path) => !path.startsWith("@electric-sql/pglite"))]
+    plugins: [pgliteOutside]
   })
   // Dependencies change only with the lockfile, which scripts/cli.mjs compares too.
   const inputs = Object.keys(result.metafile.inputs)

@@ -1,5 +1,5 @@
 import { type ChildProcess, execFile, spawn } from "node:child_process"
-import { readdirSync, readFileSync, readlinkSync, rmSync } from "node:fs"
+import { existsSync, readdirSync, readFileSync, readlinkSync, rmSync } from "node:fs"
 import { fileURLToPath } from "node:url"
 import { promisify } from "node:util"
 import { makePgClient, type Sql } from "@clinical-api/storage-adapter"
@@ -22,13 +22,34 @@ const cliScript = fileURLToPath(new URL("./cli.mjs", import.meta.url))
  * removed when the process exits. The sources under the tsx loader would not be what ships,
  * and the loader's worker thread alone held about 90 MB of RSS.
  */
+const isRunning = (pid: number) => {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === "EPERM"
+  }
+}
+
+/** Bundles of processes that are gone: a test worker that is killed never runs its exit handler. */
+const removeOrphanedBundles = () => {
+  for (const entry of readdirSync(`${packageRoot}dist`, { withFileTypes: true })) {
+    const owner = /^service-process\.(\d+)$/.exec(entry.name)?.[1]
+    if (entry.isDirectory() && owner !== undefined && !isRunning(Number(owner))) {
+      rmSync(`${packageRoot}dist/${entry.name}`, { recursive: true, force: true })
+    }
+  }
+}
+
 let serviceBundle: Promise<string> | undefined
 const builtService = (): Promise<string> => {
   serviceBundle ??= (async () => {
-    const bundle = `dist/service-process.${process.pid}.mjs`
-    await promisify(execFile)(process.execPath, [buildScript, "src/main.ts", bundle], { cwd: packageRoot })
-    process.once("exit", () => rmSync(`${packageRoot}${bundle}`, { force: true }))
-    return `${packageRoot}${bundle}`
+    if (existsSync(`${packageRoot}dist`)) removeOrphanedBundles()
+    // A folder per process: bundles built at once must not write each other's chunks.
+    const folder = `dist/service-process.${process.pid}`
+    await promisify(execFile)(process.execPath, [buildScript, "src/main.ts", `${folder}/main.mjs`], { cwd: packageRoot })
+    process.once("exit", () => rmSync(`${packageRoot}${folder}`, { recursive: true, force: true }))
+    return `${packageRoot}${folder}/main.mjs`
   })()
   return serviceBundle
 }

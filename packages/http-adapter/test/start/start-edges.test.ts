@@ -12,7 +12,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
  * minute; the time-outs allow for that.)
  */
 const packageRoot = fileURLToPath(new URL("../../", import.meta.url))
-const bundle = `dist/start-edges-${process.pid}.mjs`
+const bundleFolder = `dist/start-edges-${process.pid}`
+const bundle = `${bundleFolder}/main.mjs`
 
 interface ServiceProcess {
   readonly child: ChildProcess
@@ -70,7 +71,7 @@ beforeAll(() => {
 }, 60_000)
 
 afterAll(() => {
-  rmSync(`${packageRoot}/${bundle}`, { force: true })
+  rmSync(`${packageRoot}/${bundleFolder}`, { recursive: true, force: true })
 })
 
 describe("the service's start and its edges", () => {
