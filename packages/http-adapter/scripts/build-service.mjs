@@ -11,7 +11,7 @@
  * is split into files of its own under `chunks/` beside the bundle, loaded when first imported.
  * PGlite stays outside: it reads its WebAssembly and data files beside its own module, so it is
  * imported by the absolute path esbuild resolves, and the bundle is built on the machine that runs
- * it, at every start (about a second), and never committed.
+ * it, at every start (about two seconds), and never committed.
  *
  * The operator CLI (`scripts/cli.mjs`) is built here too, as one file: a command starts in a
  * fraction of a second when Node reads one file instead of the hundreds of modules of effect and
