@@ -7,11 +7,11 @@
  * Dependencies are inside the bundle because V8 keeps the source text of every module it loads:
  * effect's modules, read one by one from node_modules, kept about 19 MB of source (mostly their
  * doc comments) alive for the process's life, and the old generation grows to a multiple of what
- * is alive. What is imported only on demand (the AWS SDK for S3 audio, Scalar for the docs page)
- * is split into files of its own under `chunks/` beside the bundle, loaded when first imported.
- * PGlite stays outside: it reads its WebAssembly and data files beside its own module, so it is
- * imported by the absolute path esbuild resolves, and the bundle is built on the machine that runs
- * it, at every start (about two seconds), and never committed.
+ * is alive. What effect imports only on demand (Scalar for the docs page) is split into files of
+ * its own under `chunks/` beside the bundle, loaded when first imported. PGlite and the AWS SDK
+ * (imported only for S3 audio) stay outside, imported by the absolute path esbuild resolves, so the
+ * bundle is built on the machine that runs it, at every start (about two seconds), and never
+ * committed.
  *
  * The operator CLI (`scripts/cli.mjs`) is built here too, as one file: a command starts in a
  * fraction of a second when Node reads one file instead of the hundreds of modules of effect and
@@ -26,14 +26,11 @@ import * as esbuild from "esbuild"
 export const packageRoot = resolve(dirname(fileURLToPath(import.meta.url)), "..")
 const resolving = Symbol("resolving")
 
-/**
- * PGlite outside the bundle, by the path esbuild resolves for the importer: it reads its
- * WebAssembly and data files beside its own module.
- */
-const pgliteOutside = {
-  name: "pglite-outside",
+/** Imports matching `pattern` stay outside the bundle, by the path esbuild resolves for the importer. */
+const keepOutside = (pattern) => ({
+  name: "keep-outside",
   setup(build) {
-    build.onResolve({ filter: /^@electric-sql\/pglite/ }, async (args) => {
+    build.onResolve({ filter: pattern }, async (args) => {
       if (args.pluginData === resolving) return undefined
       const resolved = await build.resolve(args.path, {
         kind: args.kind,
@@ -45,7 +42,17 @@ const pgliteOutside = {
       return { path: resolved.path, external: true }
     })
   }
-}
+})
+
+/** PGlite reads its WebAssembly and data files beside its own module. */
+const PGLITE = /^@electric-sql\/pglite/
+
+/**
+ * The service's bundle also leaves out the AWS SDK: CommonJS imported on demand, whose named
+ * exports only Node's own loader gives to an `import()` (from a chunk of the bundle, `S3Client`
+ * was undefined). The CLI's single file has it inside, where esbuild converts it in place.
+ */
+const PGLITE_AND_AWS_SDK = /^(@electric-sql\/pglite|@aws-sdk\/)/
 
 const common = {
   bundle: true,
@@ -72,7 +79,7 @@ export const buildService = (entry = "src/main.ts", outfile = "dist/main.mjs") =
     splitting: true,
     chunkNames: "chunks/[name]-[hash]",
     metafile: true,
-    plugins: [pgliteOutside]
+    plugins: [keepOutside(PGLITE_AND_AWS_SDK)]
   })
 
 export const CLI_BUNDLE = resolve(packageRoot, "dist/cli.mjs")
@@ -91,7 +98,7 @@ export const buildCli = async () => {
     write: false,
     metafile: true,
     outfile: CLI_BUNDLE,
-    plugins: [pgliteOutside]
+    plugins: [keepOutside(PGLITE)]
   })
   // Dependencies change only with the lockfile, which scripts/cli.mjs compares too.
   const inputs = Object.keys(result.metafile.inputs)

@@ -1,9 +1,12 @@
+import { readFileSync } from "node:fs"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { type RunningS3rver, startS3rver } from "../../storage-adapter/test/support/s3rver.js"
 import {
   createFreshDatabase,
   type FreshDatabase,
   loadFixtureWithCli,
   runServiceToExit,
+  sandboxFixtureFile,
   type ServiceProcess,
   startServiceProcess
 } from "../scripts/service-process.js"
@@ -16,6 +19,22 @@ import { send } from "./contract/http.js"
  */
 const databaseUrl = process.env["DATABASE_URL"]?.trim()
 const DIGEST_KEY = "replicas-digest-key-0123456789abcdef0123456789"
+
+interface SandboxDocument {
+  readonly document_id: string
+  readonly recording?: { readonly data_base64?: string }
+}
+
+/** A recording's bytes as the sandbox data holds them. */
+const sandboxRecording = (documentId: string): Buffer => {
+  const fixture = JSON.parse(readFileSync(sandboxFixtureFile, "utf8")) as {
+    encounters: ReadonlyArray<{ documents?: ReadonlyArray<SandboxDocument> }>
+  }
+  const document = fixture.encounters.flatMap((encounter) => encounter.documents ?? []).find((candidate) => candidate.document_id === documentId)
+  const data = document?.recording?.data_base64
+  if (data === undefined) throw new Error(`the sandbox data has no recording of ${documentId}`)
+  return Buffer.from(data, "base64")
+}
 
 describe("start-up refusals in production (child process)", () => {
   it("PUBLIC_API_ENVIRONMENT=production without API_KEY_DIGEST_KEY: non-zero exit, a message naming the variable", async () => {
@@ -118,5 +137,43 @@ describe.skipIf(databaseUrl === undefined || databaseUrl === "")("two service pr
       if (served) break
     }
     expect(served, "the sandbox data has a recording to try").toBe(true)
+  }, 60_000)
+})
+
+describe.skipIf(databaseUrl === undefined || databaseUrl === "")("the service process with S3 audio storage (DATABASE_URL, s3rver)", () => {
+  let database: FreshDatabase
+  let s3: RunningS3rver
+  let service: ServiceProcess
+
+  beforeAll(async () => {
+    s3 = await startS3rver()
+    database = await createFreshDatabase(databaseUrl ?? "")
+    const env = {
+      DATABASE_URL: database.url,
+      API_KEY_DIGEST_KEY: DIGEST_KEY,
+      MEDIA_SIGNING_KEY: "replicas-media-signing-key-0123456789",
+      ...Object.fromEntries(s3.environment)
+    }
+    await loadFixtureWithCli(env)
+    service = await startServiceProcess(env)
+  }, 90_000)
+
+  afterAll(async () => {
+    await service?.stop()
+    await database?.drop()
+    await s3?.stop()
+  })
+
+  // The AWS SDK is imported on demand, from a chunk of the bundle beside the service's main module.
+  it("issues a presigned URL that downloads the recording's exact bytes from the store", async () => {
+    const issued = await send(service.baseUrl, "/external/v1/encounters/enc_rv_0002/documents/doc_rv_0002_transcript/audio", {
+      headers: { authorization: "Bearer ce_test_Riverside0full0access0key0000116X8fx" }
+    })
+    expect(issued.status).toBe(200)
+    const url = (issued.body as { audio_url: string }).audio_url
+    expect(url.startsWith(`${s3.endpoint}/${s3.bucket}/`)).toBe(true)
+    const download = await fetch(url)
+    expect(download.status).toBe(200)
+    expect(Buffer.from(await download.arrayBuffer())).toEqual(sandboxRecording("doc_rv_0002_transcript"))
   }, 60_000)
 })

@@ -7,6 +7,7 @@ import { afterAll, describe, expect, it } from "vitest"
 /**
  * What `pnpm start` builds (scripts/build-service.mjs): the service with its dependencies inside
  * the bundle, since V8 keeps the source text of every module it loads for the process's life.
+ * The S3 audio storage through this bundle is in processes.test.ts.
  */
 const packageRoot = fileURLToPath(new URL("../../", import.meta.url))
 const folder = `dist/service-bundle-${process.pid}`
@@ -33,7 +34,7 @@ const build = (): ReadonlyArray<BuiltOutput> => {
 const packageOf = (path: string) => path.match(/.*\/node_modules\/((?:@[^/]+\/)?[^/]+)\//)?.[1] ?? path
 
 describe("the service's bundle", () => {
-  it("holds every dependency but PGlite, and keeps what is imported on demand in chunks beside it", () => {
+  it("holds every dependency but PGlite and the AWS SDK, and keeps what effect imports on demand in chunks beside it", () => {
     const outputs = build()
     const outside = new Set(
       outputs.flatMap((output) => output.imports.filter((imported) => imported.external === true).map((imported) => imported.path))
@@ -41,7 +42,14 @@ describe("the service's bundle", () => {
         .map(packageOf)
     )
     // ws's optional native add-ons are required inside a try and not installed: they stay calls that fail.
-    expect([...outside].sort()).toEqual(["@electric-sql/pglite", "@electric-sql/pglite-socket", "bufferutil", "utf-8-validate"])
+    expect([...outside].sort()).toEqual([
+      "@aws-sdk/client-s3",
+      "@aws-sdk/s3-request-presigner",
+      "@electric-sql/pglite",
+      "@electric-sql/pglite-socket",
+      "bufferutil",
+      "utf-8-validate"
+    ])
     const main = outputs.find((output) => output.file.endsWith(`${folder}/main.mjs`))
     const onDemand = (main?.imports ?? []).filter((imported) => imported.kind === "dynamic-import" && imported.external !== true).map((imported) => imported.path)
     expect(onDemand.length).toBeGreaterThan(0)
