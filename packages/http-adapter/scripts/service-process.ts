@@ -16,12 +16,6 @@ const packageRoot = fileURLToPath(new URL("../", import.meta.url))
 const buildScript = fileURLToPath(new URL("./build-service.mjs", import.meta.url))
 const cliScript = fileURLToPath(new URL("./cli.mjs", import.meta.url))
 
-/**
- * The service's bundle as `pnpm start` builds it (scripts/build-service.mjs), built once per
- * process that starts services, under a name of its own (test files run in parallel) and
- * removed when the process exits. The sources under the tsx loader would not be what ships,
- * and the loader's worker thread alone held about 90 MB of RSS.
- */
 const isRunning = (pid: number) => {
   try {
     process.kill(pid, 0)
@@ -41,11 +35,16 @@ const removeOrphanedBundles = () => {
   }
 }
 
+/**
+ * The service's bundle as `pnpm start` builds it (scripts/build-service.mjs), built once per
+ * process that starts services, in a folder of its own (test files run in parallel, and bundles
+ * built at once must not write each other's chunks) and removed when the process exits. The sources under the tsx loader would not be what ships,
+ * and the loader's worker thread alone held about 90 MB of RSS.
+ */
 let serviceBundle: Promise<string> | undefined
 const builtService = (): Promise<string> => {
   serviceBundle ??= (async () => {
     if (existsSync(`${packageRoot}dist`)) removeOrphanedBundles()
-    // A folder per process: bundles built at once must not write each other's chunks.
     const folder = `dist/service-process.${process.pid}`
     await promisify(execFile)(process.execPath, [buildScript, "src/main.ts", `${folder}/main.mjs`], { cwd: packageRoot })
     process.once("exit", () => rmSync(`${packageRoot}${folder}`, { recursive: true, force: true }))

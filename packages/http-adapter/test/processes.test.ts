@@ -164,7 +164,7 @@ describe.skipIf(databaseUrl === undefined || databaseUrl === "")("the service pr
     await s3?.stop()
   })
 
-  // The AWS SDK is imported on demand, from a chunk of the bundle beside the service's main module.
+  // The AWS SDK is imported on demand, from outside the bundle: from a chunk of it, `S3Client` was undefined.
   it("issues a presigned URL that downloads the recording's exact bytes from the store", async () => {
     const issued = await send(service.baseUrl, "/external/v1/encounters/enc_rv_0002/documents/doc_rv_0002_transcript/audio", {
       headers: { authorization: "Bearer ce_test_Riverside0full0access0key0000116X8fx" }
