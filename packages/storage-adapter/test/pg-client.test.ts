@@ -105,6 +105,30 @@ const firstStatementsAreTransactions = (factory: TestDatabaseFactory, maxConnect
     expect(grouped[0]?.two).toBe(2)
   })
 
+describe("PgClient statements", () => {
+  it.live("statements are built without a captured stack (decision 0011's debug callback), and the stack limit is left as it was", () =>
+    Effect.gen(function* () {
+      const { client } = yield* freshClient(embeddedDatabases)
+      const limitBefore = Error.stackTraceLimit
+      let origin: unknown
+      const rows = yield* client.run("test.origin", (sql) => {
+        const query = sql<Array<{ one: number }>>`SELECT 1 AS one`
+        // postgres.js's own record of where a query was built, shown in its error text.
+        origin = (query as unknown as { readonly origin: unknown }).origin
+        return query.execute()
+      })
+      expect(rows[0]?.one).toBe(1)
+      expect(typeof origin).toBe("string")
+      expect(origin as string).not.toMatch(/\n\s+at /)
+      expect(Error.stackTraceLimit).toBe(limitBefore)
+      const failed = yield* Effect.flip(client.run("test.throws", () => {
+        throw new Error("a statement builder that throws")
+      }))
+      expect(failed).toBeInstanceOf(StoreUnavailable)
+      expect(Error.stackTraceLimit).toBe(limitBefore)
+    }), 60_000)
+})
+
 describe("PgClient without fetched types (postgres.js `fetch_types: false`)", () => {
   it.live("text arrays go out and come back as the repositories use them, with no type query on a fresh connection", () =>
     Effect.gen(function* () {

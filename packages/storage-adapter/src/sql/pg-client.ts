@@ -287,10 +287,16 @@ const guarded = <A>(
       }, timeoutMs)
     }
     let pending: Promise<A>
+    const stackTraceLimit = Error.stackTraceLimit
+    // With a `debug` callback set, postgres.js captures a stack for every query and fragment it
+    // builds, a tenth of a detail request's CPU; only its own error text would show that stack.
+    Error.stackTraceLimit = 0
     try {
       pending = statement()
     } catch (cause) {
       return abandon(cause)
+    } finally {
+      Error.stackTraceLimit = stackTraceLimit
     }
     pending.then((value) => {
       if (settled) return discard?.(value)
