@@ -335,6 +335,14 @@ const memoryOf = (pid: number) => {
   return { rssMb: field("VmRSS"), peakMb: field("VmHWM") }
 }
 
+/** V8's committed new and old space of a service process, in MB, from its `/metrics`. */
+const heapSpacesOf = async (base: string) => {
+  const text = await (await fetch(`${base}/metrics`)).text()
+  const space = (name: string) =>
+    Number(new RegExp(`^nodejs_heap_space_size_total_bytes\\{space="${name}"\\} (\\d+)$`, "m").exec(text)?.[1] ?? "0") / 1048576
+  return { newMb: space("new"), oldMb: space("old") }
+}
+
 /** EXPLAIN (ANALYZE, BUFFERS) of every statement of the routes, in a transaction rolled back. */
 const explainAll = async (sql: Sql, samples: Samples, tokenDigest: string) => {
   const plans: Array<{ name: string; plan: string }> = []
@@ -476,6 +484,7 @@ const main = async () => {
   const results: Array<Record<string, unknown>> = []
   let peakRssMb = 0
   let floorPeakRssMb = 0
+  let heapSpaces = { newMb: 0, oldMb: 0 }
   const servicePids = services.flatMap((child) => child.pid === undefined ? [] : [child.pid])
   const floorPids = floors.flatMap((child) => child.pid === undefined ? [] : [child.pid])
   try {
@@ -555,10 +564,16 @@ const main = async () => {
     }
     for (const pid of servicePids) peakRssMb = Math.max(peakRssMb, memoryOf(pid).peakMb)
     for (const pid of floorPids) floorPeakRssMb = Math.max(floorPeakRssMb, memoryOf(pid).peakMb)
+    // V8 does not shrink its new space while allocation goes on, so at the end it is at its largest.
+    for (let k = 0; k < processCount; k++) {
+      const spaces = await heapSpacesOf(processBase(servicePort, k))
+      heapSpaces = { newMb: Math.max(heapSpaces.newMb, spaces.newMb), oldMb: Math.max(heapSpaces.oldMb, spaces.oldMb) }
+    }
   } finally {
     for (const child of [...services, ...floors]) child.kill("SIGTERM")
   }
-  log(`service peak RSS: ${peakRssMb.toFixed(0)} MB (floor: ${floorPeakRssMb.toFixed(0)} MB)`)
+  log(`service peak RSS: ${peakRssMb.toFixed(0)} MB (floor: ${floorPeakRssMb.toFixed(0)} MB); ` +
+    `the service's V8 new space ${heapSpaces.newMb.toFixed(0)} MB and old space ${heapSpaces.oldMb.toFixed(0)} MB at the end`)
 
   const byKey = (key: string) => results.find((result) => result.route === key)
   // Both servers are driven for the same seconds, so the ratio of their requests is the exact
@@ -587,7 +602,12 @@ const main = async () => {
     data: samples.counts,
     settings: { connections, durationSeconds: duration, processes: processCount, rounds, warmupSeconds: warmup, initialWarmupSeconds: initialWarmup, poolMax },
     routes: results,
-    serviceRss: { peakMb: round(peakRssMb), floorPeakMb: round(floorPeakRssMb) },
+    serviceRss: {
+      peakMb: round(peakRssMb),
+      floorPeakMb: round(floorPeakRssMb),
+      newSpaceMb: round(heapSpaces.newMb),
+      oldSpaceMb: round(heapSpaces.oldMb)
+    },
     targets
   }
   if (only.length > 0) {
@@ -615,7 +635,8 @@ const main = async () => {
         `${f.serverCpuMsPerRequest?.toFixed(2)} + ${f.postgresCpuMsPerRequest?.toFixed(2)} |`
     }),
     "",
-    `Service peak RSS under load: ${peakRssMb.toFixed(0)} MB (the floor's, on the same Node: ${floorPeakRssMb.toFixed(0)} MB).`,
+    `Service peak RSS under load: ${peakRssMb.toFixed(0)} MB (the floor's, on the same Node: ${floorPeakRssMb.toFixed(0)} MB); ` +
+      `V8's new space in the service: ${heapSpaces.newMb.toFixed(0)} MB, its old space ${heapSpaces.oldMb.toFixed(0)} MB, at the end of the run.`,
     "",
     "| Target | Met |",
     "|---|---|",

@@ -37,7 +37,7 @@ describe("operations endpoints (in-memory store)", () => {
     expect(response.headers["cache-control"]).toBe("no-store")
   })
 
-  it("GET /metrics: Prometheus text with requests by operation and status and a latency histogram; no organization, token or path id", async () => {
+  it("GET /metrics: Prometheus text with requests by operation and status, a latency histogram and memory by V8 heap space; no organization, token or path id", async () => {
     await send(server.baseUrl, paths.list("?limit=2"), { headers: bearer(tokens.riversideFull) })
     await send(server.baseUrl, paths.encounter("enc_secret_path_id"), { headers: bearer(tokens.riversideFull) })
     await send(server.baseUrl, paths.list(), { headers: bearer(tokens.riversideRevoked) })
@@ -56,6 +56,12 @@ describe("operations endpoints (in-memory store)", () => {
     expect(text).toMatch(/^# TYPE clinical_api_http_request_duration_seconds histogram$/m)
     expect(text).toMatch(/^clinical_api_http_requests_in_flight \d+$/m)
     expect(text).toMatch(/^process_resident_memory_bytes \d+$/m)
+    for (const space of ["new", "old", "code", "large_object"]) {
+      expect(text).toMatch(new RegExp(`^nodejs_heap_space_size_total_bytes\\{space="${space}"\\} [1-9]\\d*$`, "m"))
+      expect(text).toMatch(new RegExp(`^nodejs_heap_space_size_used_bytes\\{space="${space}"\\} \\d+$`, "m"))
+    }
+    expect(text).toMatch(/^# TYPE nodejs_heap_space_size_total_bytes gauge$/m)
+    expect(text).toMatch(/^nodejs_external_memory_bytes [1-9]\d*$/m)
     for (const secret of ["org_riverside", "enc_secret_path_id", tokens.riversideFull, tokens.riversideRevoked]) expect(text).not.toContain(secret)
   })
 })

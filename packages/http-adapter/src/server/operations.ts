@@ -1,4 +1,5 @@
 import { readdirSync } from "node:fs"
+import { getHeapSpaceStatistics } from "node:v8"
 import { migrationChecksum, PgClient, migrations as releasedMigrations, type PgClientService } from "@clinical-api/storage-adapter"
 import { Context, Duration, Effect, Layer, Option } from "effect"
 import { HttpRouter, HttpServerResponse } from "effect/http"
@@ -19,6 +20,9 @@ export const DURATION_BUCKETS: ReadonlyArray<number> = [0.001, 0.0025, 0.005, 0.
 
 /** A database probe must not hold a health check longer than this. */
 const PROBE_TIMEOUT = Duration.seconds(2)
+
+/** A V8 heap space's name as Prometheus's Node.js metrics label it: `new_space` is `new`. */
+const heapSpaceLabel = (name: string) => name.replace(/_space$/, "")
 
 export const WEBHOOK_DELIVERY_STATES = ["pending", "sending", "succeeded", "failed", "cancelled"] as const
 
@@ -197,6 +201,14 @@ export const renderMetrics: (metrics: RequestMetricsService, database: Option.Op
     lines.push(`process_resident_memory_bytes ${memory.rss}`)
     family("nodejs_heap_used_bytes", "gauge", "V8 heap in use.")
     lines.push(`nodejs_heap_used_bytes ${memory.heapUsed}`)
+    // Where resident memory goes: under load the new space alone can reach twice V8's semi-space size.
+    const spaces = getHeapSpaceStatistics()
+    family("nodejs_heap_space_size_total_bytes", "gauge", "V8 heap space committed, by space (new, old, code, large_object, ...).")
+    for (const space of spaces) lines.push(`nodejs_heap_space_size_total_bytes{space="${heapSpaceLabel(space.space_name)}"} ${space.space_size}`)
+    family("nodejs_heap_space_size_used_bytes", "gauge", "V8 heap space in use, by space.")
+    for (const space of spaces) lines.push(`nodejs_heap_space_size_used_bytes{space="${heapSpaceLabel(space.space_name)}"} ${space.space_used_size}`)
+    family("nodejs_external_memory_bytes", "gauge", "Memory of JavaScript objects held outside the V8 heap (buffers among them).")
+    lines.push(`nodejs_external_memory_bytes ${memory.external}`)
     const fds = openFileDescriptors()
     if (fds !== undefined) {
       family("process_open_fds", "gauge", "Open file descriptors (sockets included) of the process.")
