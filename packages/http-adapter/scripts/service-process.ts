@@ -38,8 +38,9 @@ const removeOrphanedBundles = () => {
 /**
  * The service's bundle as `pnpm start` builds it (scripts/build-service.mjs), built once per
  * process that starts services, in a folder of its own (test files run in parallel, and bundles
- * built at once must not write each other's chunks) and removed when the process exits. The sources under the tsx loader would not be what ships,
- * and the loader's worker thread alone held about 90 MB of RSS.
+ * built at once must not write each other's chunks) and removed when the process exits. The
+ * sources under the tsx loader would not be what ships, and the loader's worker thread alone
+ * held about 90 MB of RSS.
  */
 let serviceBundle: Promise<string> | undefined
 const builtService = (): Promise<string> => {
