@@ -104,12 +104,49 @@ interface Generation {
   /** Connections that have sent a statement, by postgres.js's id: their close is a fault. */
   readonly established: Set<number>
   /** Statements waiting for their answer, failed at once when the pool is retired. */
-  readonly waiting: Set<(cause: ConnectionLost) => void>
+  readonly waiting: WaitingStatements
   /** Every connection of the pool opened, before its first reservation (see `warmUp`). */
   warm: Promise<unknown> | undefined
   /** Its host accepted a connection of the session kind asked for (see `locate`). */
   located: boolean
   readonly retireSelf: () => void
+}
+
+interface Waiter {
+  readonly abandon: (cause: ConnectionLost) => void
+  previous: Waiter | undefined
+  next: Waiter | undefined
+}
+
+/**
+ * A pool's statements that wait for their answer, in a list whose links are cut as each one
+ * leaves. Not a Set: a long-lived Set that adds and deletes an entry per statement kept the
+ * statements, their answers and their requests alive until V8's next full collection (the hash
+ * tables it rehashed out of stay in the old generation with what they held).
+ */
+class WaitingStatements {
+  private first: Waiter | undefined
+
+  add(abandon: (cause: ConnectionLost) => void): Waiter {
+    const waiter: Waiter = { abandon, previous: undefined, next: this.first }
+    if (this.first !== undefined) this.first.previous = waiter
+    this.first = waiter
+    return waiter
+  }
+
+  remove(waiter: Waiter): void {
+    if (waiter.previous !== undefined) waiter.previous.next = waiter.next
+    else if (this.first === waiter) this.first = waiter.next
+    if (waiter.next !== undefined) waiter.next.previous = waiter.previous
+    waiter.previous = undefined
+    waiter.next = undefined
+  }
+
+  abandonAll(cause: ConnectionLost): void {
+    const abandons: Array<(cause: ConnectionLost) => void> = []
+    for (let waiter = this.first; waiter !== undefined; waiter = waiter.next) abandons.push(waiter.abandon)
+    for (const abandon of abandons) abandon(cause)
+  }
 }
 
 interface DeferredWrite {
@@ -271,7 +308,7 @@ const guarded = <A>(
     let timer: ReturnType<typeof setTimeout> | undefined
     const stopWaiting = () => {
       settled = true
-      generation.waiting.delete(abandon)
+      generation.waiting.remove(waiter)
       if (timer !== undefined) clearTimeout(timer)
     }
     const abandon = (cause: unknown) => {
@@ -279,7 +316,7 @@ const guarded = <A>(
       stopWaiting()
       reject(cause)
     }
-    generation.waiting.add(abandon)
+    const waiter = generation.waiting.add(abandon)
     if (timeoutMs > 0) {
       timer = setTimeout(() => {
         abandon(new ConnectionLost({ message: `no answer within ${timeoutMs} ms` }))
@@ -337,7 +374,7 @@ export const makePgClient = (options: PgClientOptions): Effect.Effect<PgClientSe
       if (generation.retired) return
       generation.retired = true
       if (current === generation) current = undefined
-      for (const abandon of [...generation.waiting]) abandon(connectionLost)
+      generation.waiting.abandonAll(connectionLost)
       generation.sql.end({ timeout: RETIRED_POOL_GRACE_SECONDS }).catch(noop)
     }
 
@@ -374,7 +411,7 @@ export const makePgClient = (options: PgClientOptions): Effect.Effect<PgClientSe
         }),
         retired: false,
         established,
-        waiting: new Set(),
+        waiting: new WaitingStatements(),
         warm: undefined,
         located: !checksRole,
         retireSelf: () => retire(generation)
