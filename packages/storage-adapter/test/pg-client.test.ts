@@ -177,6 +177,38 @@ describe("PgClient without fetched types (postgres.js `fetch_types: false`)", ()
         expect(yield* Effect.flip(slow)).toBeInstanceOf(StoreUnavailable)
       }), 60_000)
 
+    it.live("a group takes as many units as fit their recent read time into its budget: light units share one transaction, heavy ones spread over several", () =>
+      Effect.gen(function* () {
+        const { client } = yield* freshClient(databases, { maxConnections: 4, groupReadBudgetMs: 80 })
+        const transactionId = client.run("test.txid", (sql) => sql<Array<{ id: string }>>`SELECT txid_current()::text AS id`).pipe(
+          Effect.map((rows) => rows[0]!.id)
+        )
+        const unit = (then: Effect.Effect<unknown, StoreUnavailable> = Effect.void) =>
+          client.groupTransactionally(Effect.tap(transactionId, () => then))
+        const transactionsOf = (units: ReadonlyArray<Effect.Effect<string, StoreUnavailable>>) =>
+          Effect.map(Effect.all(units, { concurrency: "unbounded" }), (ids) => new Set(ids).size)
+        const sleep = client.run("test.sleep", (sql) => sql`SELECT pg_sleep(0.1)`)
+
+        // Nothing measured yet: eight light units started together share one transaction.
+        expect(yield* transactionsOf(Array.from({ length: 8 }, () => unit()))).toBe(1)
+        // Units that each keep the connection busy for 100 ms, more than the budget: a group takes the least, four.
+        expect(yield* transactionsOf(Array.from({ length: 4 }, () => unit(sleep)))).toBe(1)
+        expect(yield* transactionsOf(Array.from({ length: 10 }, () => unit(sleep)))).toBe(3)
+        // Light units again: as their reads prove short, groups grow back to take them all.
+        for (let group = 0; group < 30; group++) yield* transactionsOf(Array.from({ length: 2 }, () => unit()))
+        expect(yield* transactionsOf(Array.from({ length: 8 }, () => unit()))).toBe(1)
+
+        // With no budget every unit started together shares one transaction, however heavy.
+        const { client: unlimited } = yield* freshClient(databases, { maxConnections: 4, groupReadBudgetMs: 0 })
+        const heavy = unlimited.groupTransactionally(Effect.tap(
+          unlimited.run("test.txid", (sql) => sql<Array<{ id: string }>>`SELECT txid_current()::text AS id`),
+          () => unlimited.run("test.sleep", (sql) => sql`SELECT pg_sleep(0.1)`)
+        ))
+        yield* Effect.all(Array.from({ length: 4 }, () => heavy), { concurrency: "unbounded" })
+        const ids = yield* Effect.all(Array.from({ length: 6 }, () => heavy), { concurrency: "unbounded" })
+        expect(new Set(ids.map((rows) => rows[0]!.id)).size).toBe(1)
+      }), 60_000)
+
     it.live("a backend lost as a fresh connection sends its first statement: StoreUnavailable, no unhandled rejection", () =>
       Effect.gen(function* () {
         const proxy = yield* Effect.acquireRelease(

@@ -30,6 +30,13 @@ export interface PgClientOptions {
   /** Units of work one group transaction holds at most (default 64). */
   readonly maxGroupSize?: number
   /**
+   * How long, in ms, a group's members may together keep its connection busy (default 16): a
+   * group takes at most as many members as fit their recent read time into it (at least four),
+   * so that heavy reads spread over several connections while light ones share one commit.
+   * 0: no limit; there is none with one group at a time.
+   */
+  readonly groupReadBudgetMs?: number
+  /**
    * The longest one statement may take, in milliseconds (default: no limit). The client gives
    * up on it then, failing with `StoreUnavailable`; with `serverStatementTimeout` the server
    * also cancels it (`statement_timeout`), so a hung statement frees its connection too.
@@ -287,6 +294,11 @@ const SERVER_CANCEL_GRACE_MS = 1000
 
 /** How long a retired pool's statements already on healthy connections may take before the pool is closed. */
 const RETIRED_POOL_GRACE_SECONDS = 5
+
+/** However heavy its members' reads, a group takes four (groups of two lost to groups of four on pages of 100). */
+const MIN_GROUP_SIZE = 4
+/** The weight of a finished group in the moving average of its members' read time. */
+const READ_TIME_WEIGHT = 0.2
 
 const noop = () => {}
 
@@ -623,6 +635,15 @@ export const makePgClient = (options: PgClientOptions): Effect.Effect<PgClientSe
 
     const maxGroups = Math.max(1, options.maxGroups ?? Math.floor(maxConnections / 2))
     const maxGroupSize = Math.max(1, options.maxGroupSize ?? 64)
+    // With one group at a time there is no other connection to spread heavy reads to.
+    const groupReadBudgetMs = maxGroups > 1 ? options.groupReadBudgetMs ?? 16 : 0
+    /** What one member's reads have lately kept its group's connection busy, in ms (a moving average). */
+    let memberReadMs = 0
+    /** The most members a group takes now: as many as fit their reads into the budget one after the other. */
+    const currentGroupLimit = () =>
+      groupReadBudgetMs <= 0 || memberReadMs <= 0
+        ? maxGroupSize
+        : Math.min(maxGroupSize, Math.max(MIN_GROUP_SIZE, Math.floor(groupReadBudgetMs / memberReadMs)))
     /** The group that new members join; it begins at the next turn of the event loop that finds a free slot. */
     let forming: TransactionGroup | undefined
     /** Groups that filled up while every slot was taken, oldest first. */
@@ -647,6 +668,7 @@ export const makePgClient = (options: PgClientOptions): Effect.Effect<PgClientSe
       if (group.left === group.size) return finish(group)
       const begun = (outcome: ReservedTransaction | StoreUnavailable) => {
         group.begun = outcome
+        group.begunAt = performance.now()
         settleAll(group.onBegun)
         if (group.left === group.size) finish(group)
       }
@@ -679,14 +701,14 @@ export const makePgClient = (options: PgClientOptions): Effect.Effect<PgClientSe
     const join = (): TransactionGroup => {
       let group = forming
       if (group === undefined) {
-        const created: TransactionGroup = { size: 0, left: 0, begun: undefined, outcome: undefined, finishing: false, writes: [], onBegun: [], onOutcome: [] }
+        const created: TransactionGroup = { size: 0, left: 0, begun: undefined, begunAt: 0, outcome: undefined, finishing: false, writes: [], onBegun: [], onOutcome: [] }
         forming = group = created
         setImmediate(() => {
           if (forming === created) launchNext()
         })
       }
       group.size++
-      if (group.size >= maxGroupSize) {
+      if (group.size >= currentGroupLimit()) {
         forming = undefined
         full.push(group)
         launchNext()
@@ -697,7 +719,11 @@ export const makePgClient = (options: PgClientOptions): Effect.Effect<PgClientSe
     const leave = (group: TransactionGroup, writes: ReadonlyArray<DeferredWrite> | undefined) => {
       group.left++
       if (writes !== undefined) group.writes.push(...writes)
-      if (group.left === group.size && group.begun !== undefined) finish(group)
+      if (group.left === group.size && group.begun !== undefined) {
+        const perMember = (performance.now() - group.begunAt) / group.size
+        memberReadMs = memberReadMs === 0 ? perMember : memberReadMs + (perMember - memberReadMs) * READ_TIME_WEIGHT
+        finish(group)
+      }
     }
 
     const begunTransaction = (group: TransactionGroup) =>
@@ -769,6 +795,7 @@ interface TransactionGroup {
   left: number
   /** Set when the connection is reserved and BEGIN sent, or the reservation failed. */
   begun: ReservedTransaction | StoreUnavailable | undefined
+  begunAt: number
   /** Set when the group has committed (`null`) or failed. */
   outcome: StoreUnavailable | null | undefined
   finishing: boolean

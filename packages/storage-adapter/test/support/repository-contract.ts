@@ -205,7 +205,9 @@ export const repositoryContract = (factory: TestDatabaseFactory) => {
   const client = Layer.effect(
     PgClient,
     Effect.flatMap(CurrentDatabase, (db) =>
-      makePgClient({ url: db.url, ...db.clientOptions, onQuery: (text) => db.queries.push(text) })
+      // Units started together share one group here whatever their statements took before;
+      // how many a group takes under load has its own test (pg-client.test.ts).
+      makePgClient({ url: db.url, ...db.clientOptions, groupReadBudgetMs: 0, onQuery: (text) => db.queries.push(text) })
     )
   )
   const migrated = Layer.effectDiscard(migrate())
