@@ -286,6 +286,9 @@ interface Figures {
   /** CPU time per request of the server process and of PostgreSQL, in ms (where the 2 cores went). */
   readonly serverCpuMsPerRequest?: number
   readonly postgresCpuMsPerRequest?: number
+  /** The service's only: the longest and the p99 of the times its event loop was held (over its processes). */
+  readonly eventLoopMaxMs?: number
+  readonly eventLoopP99Ms?: number
 }
 
 interface Drive {
@@ -341,6 +344,17 @@ const heapSpacesOf = async (base: string) => {
   const space = (name: string) =>
     Number(new RegExp(`^nodejs_heap_space_size_total_bytes\\{space="${name}"\\} (\\d+)$`, "m").exec(text)?.[1] ?? "0") / 1048576
   return { newMb: space("new"), oldMb: space("old") }
+}
+
+/**
+ * How long a service process's event loop was held past its 10 ms sampling timer since the
+ * previous read of its `/metrics` (which starts the figures afresh), in ms.
+ */
+const eventLoopDelayOf = async (base: string) => {
+  const text = await (await fetch(`${base}/metrics`)).text()
+  const delay = (name: string) =>
+    1000 * Number(new RegExp(`^nodejs_eventloop_delay_${name}_seconds (\\S+)$`, "m").exec(text)?.[1] ?? "NaN")
+  return { maxMs: delay("max"), p99Ms: delay("p99") }
 }
 
 /** EXPLAIN (ANALYZE, BUFFERS) of every statement of the routes, in a transaction rolled back. */
@@ -513,6 +527,7 @@ const main = async () => {
           requests: 0, non2xx: 0, errors: 0, seconds: 0, serverCpu: 0, postgresCpu: 0, latencies: new Array<number>()
         }]))
         if (warmup > 0) for (const [, base] of inRound(0)) await drive(base, route, token, warmup)
+        for (let k = 0; k < processCount; k++) await eventLoopDelayOf(processBase(servicePort, k))
         for (let round = 0; round < rounds; round++) {
           for (const [name, base, pid] of inRound(round)) {
             const total = totals.get(name)!
@@ -528,6 +543,12 @@ const main = async () => {
             for (const latency of measured.latencies) total.latencies.push(latency)
           }
         }
+        const eventLoop = { maxMs: 0, p99Ms: 0 }
+        for (let k = 0; k < processCount; k++) {
+          const held = await eventLoopDelayOf(processBase(servicePort, k))
+          eventLoop.maxMs = Math.max(eventLoop.maxMs, held.maxMs)
+          eventLoop.p99Ms = Math.max(eventLoop.p99Ms, held.p99Ms)
+        }
         const figures: Record<string, Figures> = {}
         for (const [name, total] of totals) {
           const sorted = total.latencies.sort((a, b) => a - b)
@@ -540,7 +561,8 @@ const main = async () => {
             non2xx: total.non2xx,
             errors: total.errors,
             serverCpuMsPerRequest: perRequestMs(total.serverCpu),
-            postgresCpuMsPerRequest: perRequestMs(total.postgresCpu)
+            postgresCpuMsPerRequest: perRequestMs(total.postgresCpu),
+            ...(name === "service" ? { eventLoopMaxMs: round(eventLoop.maxMs), eventLoopP99Ms: round(eventLoop.p99Ms) } : {})
           }
         }
         const s = figures["service"]
@@ -553,6 +575,7 @@ const main = async () => {
             `${f.requestsPerSecond.toFixed(0).padStart(6)} req/s p50 ${String(f.p50Ms).padStart(4)} ms ` +
             `p99 ${String(f.p99Ms).padStart(4)} ms | ratio ${ratio.toFixed(3)} | CPU ms/request service ` +
             `${s.serverCpuMsPerRequest} + pg ${s.postgresCpuMsPerRequest}, floor ${f.serverCpuMsPerRequest} + pg ${f.postgresCpuMsPerRequest}` +
+            ` | service event loop held max ${s.eventLoopMaxMs} ms, p99 ${s.eventLoopP99Ms} ms` +
             (s.non2xx + s.errors + f.non2xx + f.errors > 0
               ? ` (non-2xx/errors: service ${s.non2xx}/${s.errors}, floor ${f.non2xx}/${f.errors})`
               : "")
@@ -636,7 +659,12 @@ const main = async () => {
     }),
     "",
     `Service peak RSS under load: ${peakRssMb.toFixed(0)} MB (the floor's, on the same Node: ${floorPeakRssMb.toFixed(0)} MB); ` +
-      `V8's new space in the service: ${heapSpaces.newMb.toFixed(0)} MB, its old space ${heapSpaces.oldMb.toFixed(0)} MB, at the end of the run.`,
+      `V8's new space in the service: ${heapSpaces.newMb.toFixed(0)} MB, its old space ${heapSpaces.oldMb.toFixed(0)} MB, at the end of the run. ` +
+      `Longest the service's event loop was held past its 10 ms sampling timer during a route's rounds (its p99): ` +
+      results.map((result) => {
+        const s = result["service"] as Figures
+        return `${String(result["label"])} ${s.eventLoopMaxMs?.toFixed(1)} ms (${s.eventLoopP99Ms?.toFixed(1)})`
+      }).join(", ") + ".",
     "",
     "| Target | Met |",
     "|---|---|",

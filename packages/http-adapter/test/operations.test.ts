@@ -64,6 +64,25 @@ describe("operations endpoints (in-memory store)", () => {
     expect(text).toMatch(/^nodejs_external_memory_bytes [1-9]\d*$/m)
     for (const secret of ["org_riverside", "enc_secret_path_id", tokens.riversideFull, tokens.riversideRevoked]) expect(text).not.toContain(secret)
   })
+
+  it("GET /metrics: how long the event loop was held since the previous scrape (max, p99, p50 in seconds), afresh after each scrape", async () => {
+    const delay = (text: string, name: string) => Number(new RegExp(`^nodejs_eventloop_delay_${name}_seconds (\\S+)$`, "m").exec(text)?.[1])
+    await send(server.baseUrl, "/metrics")
+    // Node's histogram measures from the first timer tick after a reset: let one pass.
+    await new Promise((resolve) => setTimeout(resolve, 30))
+    // The server shares this test's event loop: hold it for 80 ms, then let the sampling timer fire.
+    const until = performance.now() + 80
+    while (performance.now() < until) { /* hold the event loop */ }
+    await new Promise((resolve) => setTimeout(resolve, 50))
+    const held = (await send(server.baseUrl, "/metrics")).text
+    expect(held).toMatch(/^# TYPE nodejs_eventloop_delay_max_seconds gauge$/m)
+    expect(delay(held, "max")).toBeGreaterThanOrEqual(0.06)
+    expect(delay(held, "max")).toBeLessThan(1)
+    expect(delay(held, "p99")).toBeGreaterThanOrEqual(0)
+    expect(delay(held, "p50")).toBeLessThanOrEqual(delay(held, "max"))
+    await new Promise((resolve) => setTimeout(resolve, 50))
+    expect(delay((await send(server.baseUrl, "/metrics")).text, "max")).toBeLessThan(0.06)
+  })
 })
 
 describe(`operations endpoints over PostgreSQL storage (${databases.label})`, () => {

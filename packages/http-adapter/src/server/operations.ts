@@ -1,7 +1,8 @@
 import { readdirSync } from "node:fs"
+import { type ELDHistogram, monitorEventLoopDelay } from "node:perf_hooks"
 import { getHeapSpaceStatistics } from "node:v8"
 import { migrationChecksum, PgClient, migrations as releasedMigrations, type PgClientService } from "@clinical-api/storage-adapter"
-import { Context, Duration, Effect, Layer, Option } from "effect"
+import { Context, Duration, Effect, Layer, Option, type Scope } from "effect"
 import { HttpRouter, HttpServerResponse } from "effect/http"
 
 /**
@@ -25,6 +26,26 @@ const PROBE_TIMEOUT = Duration.seconds(2)
 const heapSpaceLabel = (name: string) => name.replace(/_space$/, "")
 
 export const WEBHOOK_DELIVERY_STATES = ["pending", "sending", "succeeded", "failed", "cancelled"] as const
+
+/** How often the event loop's delay is sampled: a timer of this interval, and what it is late by. */
+const EVENT_LOOP_SAMPLE_MS = 10
+
+/**
+ * Samples how late a 10 ms timer fires while the layer lives: the time the event loop was held
+ * by synchronous work (a collection, a long parse), which every request waiting behind it adds to
+ * its latency.
+ */
+export const monitorEventLoop: Effect.Effect<ELDHistogram, never, Scope.Scope> = Effect.acquireRelease(
+  Effect.sync(() => {
+    const histogram = monitorEventLoopDelay({ resolution: EVENT_LOOP_SAMPLE_MS })
+    histogram.enable()
+    return histogram
+  }),
+  (histogram) => Effect.sync(() => histogram.disable())
+)
+
+/** Seconds a sample was late by: the histogram holds the whole time between timer callbacks, in ns. */
+const lateBy = (nanoseconds: number) => Math.max(0, nanoseconds / 1e6 - EVENT_LOOP_SAMPLE_MS) / 1e3
 
 interface Series {
   count: number
@@ -149,8 +170,12 @@ const openFileDescriptors = (): number | undefined => {
 }
 
 /** The Prometheus text exposition (format 0.0.4) of the metrics and the gauges read now. */
-export const renderMetrics: (metrics: RequestMetricsService, database: Option.Option<PgClientService>) => Effect.Effect<string> =
-  Effect.fnUntraced(function*(metrics: RequestMetricsService, database: Option.Option<PgClientService>) {
+export const renderMetrics: (
+  metrics: RequestMetricsService,
+  database: Option.Option<PgClientService>,
+  eventLoop?: ELDHistogram
+) => Effect.Effect<string> =
+  Effect.fnUntraced(function*(metrics: RequestMetricsService, database: Option.Option<PgClientService>, eventLoop?: ELDHistogram) {
     const gauges = yield* Option.match(database, {
       onNone: () => Effect.succeed(Option.none<DatabaseGauges>()),
       onSome: readDatabaseGauges
@@ -209,6 +234,20 @@ export const renderMetrics: (metrics: RequestMetricsService, database: Option.Op
     for (const space of spaces) lines.push(`nodejs_heap_space_size_used_bytes{space="${heapSpaceLabel(space.space_name)}"} ${space.space_used_size}`)
     family("nodejs_external_memory_bytes", "gauge", "Memory of JavaScript objects held outside the V8 heap (buffers among them).")
     lines.push(`nodejs_external_memory_bytes ${memory.external}`)
+    if (eventLoop !== undefined) {
+      // Since the previous scrape, as prom-client's event-loop gauges are; the histogram starts afresh after each.
+      const sampled = eventLoop.count > 0
+      for (const [name, help, nanoseconds] of [
+        ["max", "Longest", eventLoop.max],
+        ["p99", "99th percentile of the times", eventLoop.percentile(99)],
+        ["p50", "Median of the times", eventLoop.percentile(50)]
+      ] as const) {
+        family(`nodejs_eventloop_delay_${name}_seconds`, "gauge",
+          `${help} the event loop was held past a ${EVENT_LOOP_SAMPLE_MS} ms timer since the previous scrape.`)
+        lines.push(`nodejs_eventloop_delay_${name}_seconds ${sampled ? lateBy(nanoseconds) : 0}`)
+      }
+      eventLoop.reset()
+    }
     const fds = openFileDescriptors()
     if (fds !== undefined) {
       family("process_open_fds", "gauge", "Open file descriptors (sockets included) of the process.")
@@ -222,7 +261,8 @@ export const serveOperations = (
   path: OperationsPath,
   metrics: RequestMetricsService,
   database: Option.Option<PgClientService>,
-  isDraining: () => boolean = () => false
+  isDraining: () => boolean = () => false,
+  eventLoop?: ELDHistogram
 ): Effect.Effect<HttpServerResponse.HttpServerResponse> => {
   switch (path) {
     case "/healthz":
@@ -233,7 +273,7 @@ export const serveOperations = (
         (report) =>
         HttpServerResponse.jsonUnsafe(report, { status: report.status === "ready" ? 200 : 503 }))
     case "/metrics":
-      return Effect.map(renderMetrics(metrics, database), (text) =>
+      return Effect.map(renderMetrics(metrics, database, eventLoop), (text) =>
         HttpServerResponse.text(text, { contentType: "text/plain; version=0.0.4; charset=utf-8" }))
   }
 }
@@ -249,8 +289,9 @@ export const OperationsRoutes: Layer.Layer<never, never, HttpRouter.HttpRouter |
     const database = yield* Effect.serviceOption(PgClient)
     const draining = yield* Effect.serviceOption(ServerDraining)
     const isDraining = Option.match(draining, { onNone: () => () => false, onSome: (service) => service.isDraining })
+    const eventLoop = yield* monitorEventLoop
     for (const path of operationsPaths) {
-      yield* router.add("GET", path, serveOperations(path, metrics, database, isDraining))
+      yield* router.add("GET", path, serveOperations(path, metrics, database, isDraining, eventLoop))
     }
   })
 )
