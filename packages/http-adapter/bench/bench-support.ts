@@ -1,5 +1,5 @@
 /** What the bench scripts share: a raw pool on the bench database, and CPU time read from /proc. */
-import { readdirSync, readFileSync } from "node:fs"
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmdirSync, writeFileSync } from "node:fs"
 import { makePgClient } from "@clinical-api/storage-adapter"
 import { Effect, Exit, Scope } from "effect"
 
@@ -29,3 +29,40 @@ export const postgresCpuSeconds = (): number =>
       return total
     }
   }, 0)
+
+/**
+ * A memory cgroup of `limitMb` for the processes written into `procs`, as a container's memory
+ * limit is: cgroup v2 (`memory.max`) or v1 (`memory.limit_in_bytes`). Undefined where this
+ * process may not make one (not root, no memory controller, a v2 tree without it delegated).
+ */
+export const memoryCgroup = (name: string, limitMb: number): { readonly procs: string; readonly remove: () => void } | undefined => {
+  const limit = String(limitMb * 1024 * 1024)
+  const candidates = [
+    { folder: `/sys/fs/cgroup/${name}`, limitFile: "memory.max", when: "/sys/fs/cgroup/cgroup.controllers" },
+    { folder: `/sys/fs/cgroup/memory/${name}`, limitFile: "memory.limit_in_bytes", when: "/sys/fs/cgroup/memory/memory.limit_in_bytes" }
+  ]
+  for (const { folder, limitFile, when } of candidates) {
+    if (!existsSync(when)) continue
+    try {
+      mkdirSync(folder, { recursive: true })
+      writeFileSync(`${folder}/${limitFile}`, limit)
+      return {
+        procs: `${folder}/cgroup.procs`,
+        remove: () => {
+          try {
+            rmdirSync(folder)
+          } catch {
+            // a process of it has not exited yet; the empty group is harmless
+          }
+        }
+      }
+    } catch {
+      try {
+        rmdirSync(folder)
+      } catch {
+        // it was never made
+      }
+    }
+  }
+  return undefined
+}

@@ -21,7 +21,9 @@
  * at work on its code for tens of seconds), DATABASE_POOL_MAX (10, both servers), BENCH_SERVICE_PORT (18080),
  * BENCH_FLOOR_PORT (18081; a server's k-th process listens on its port plus 2k), BENCH_ROUTES (comma-separated route keys, default all; a partial
  * run only prints its figures),
- * BENCH_CPU_PROFILE_DIR (the service writes a V8 CPU profile there when it stops).
+ * BENCH_CPU_PROFILE_DIR (the service writes a V8 CPU profile there when it stops),
+ * BENCH_MEMORY_LIMIT_MB (1024: after the rounds, one more process of each server runs every route
+ * in a memory cgroup of this size, as a container's limit would hold it; 0 leaves that out).
  * Writes bench/results.json, the results table of docs/performance.md and docs/query-plans.md
  * (each between its `<!-- bench:...:start -->` and `:end -->` markers).
  */
@@ -53,7 +55,7 @@ import {
 } from "@clinical-api/storage-adapter"
 import autocannon from "autocannon"
 import { startScriptNodeFlags } from "../scripts/service-process.js"
-import { cpuSecondsOf, openPool, postgresCpuSeconds } from "./bench-support.js"
+import { cpuSecondsOf, memoryCgroup, openPool, postgresCpuSeconds } from "./bench-support.js"
 import { Effect, Redacted } from "effect"
 
 const here = dirname(fileURLToPath(import.meta.url))
@@ -80,6 +82,7 @@ const encounterCount = number("BENCH_ENCOUNTERS", defaultGenerateOptions.encount
 const servicePort = number("BENCH_SERVICE_PORT", 18080)
 const floorPort = number("BENCH_FLOOR_PORT", 18081)
 const processCount = Math.max(1, Math.floor(number("BENCH_PROCESSES", 2)))
+const memoryLimitMb = number("BENCH_MEMORY_LIMIT_MB", 1024)
 const digestKey = "bench-digest-key-not-for-production"
 const mediaSigningKey = "bench-media-signing-key"
 /** The k-th process of a server listens on its port plus 2k (the service's and the floor's interleave). */
@@ -218,11 +221,15 @@ const startProcess = (
   name: string,
   script: string,
   env: Record<string, string>,
-  nodeFlags: ReadonlyArray<string> = []
+  nodeFlags: ReadonlyArray<string> = [],
+  cgroupProcs?: string
 ): ChildProcess => {
   // The service's build runs on plain Node, as `pnpm start` runs it; TypeScript goes through tsx.
   const loader = script.endsWith(".ts") ? ["--import", "tsx"] : []
-  const child = spawn(process.execPath, [...nodeFlags, ...loader, script], {
+  const command = [process.execPath, ...nodeFlags, ...loader, script]
+  // Into its memory cgroup before Node starts: Node sizes its heap to the memory it sees then.
+  const [file, ...args] = cgroupProcs === undefined ? command : ["/bin/sh", "-c", "echo $$ > \"$0\" && exec \"$@\"", cgroupProcs, ...command]
+  const child = spawn(file!, args, {
     cwd: root,
     env: { ...process.env, ...env },
     stdio: ["ignore", "ignore", "pipe"]
@@ -450,6 +457,91 @@ const replaceBetween = (path: string, marker: string, content: string): string =
 
 const round = (value: number, digits = 1) => Math.round(value * 10 ** digits) / 10 ** digits
 
+interface LimitedRun {
+  readonly limitMb: number
+  readonly servicePeakMb: number
+  readonly floorPeakMb: number
+  readonly serviceNewSpaceMb: number
+  readonly routes: ReadonlyArray<{ readonly route: string; readonly serviceRequestsPerSecond: number; readonly floorRequestsPerSecond: number; readonly ratio: number }>
+}
+
+/**
+ * One more process of each server, each in a memory cgroup of BENCH_MEMORY_LIMIT_MB as a
+ * container's limit holds a replica, every route driven in turn: the RSS a process reaches when
+ * Node sizes its heap to a limit instead of to the machine's memory, and the ratios it keeps.
+ * Undefined where no cgroup can be made (or BENCH_MEMORY_LIMIT_MB is 0).
+ */
+const measureUnderMemoryLimit = async (
+  routes: ReadonlyArray<BenchRoute>,
+  token: string,
+  shared: Record<string, string>
+): Promise<LimitedRun | undefined> => {
+  if (memoryLimitMb <= 0) return undefined
+  const serviceGroup = memoryCgroup(`clinical-bench-service-${process.pid}`, memoryLimitMb)
+  const floorGroup = memoryCgroup(`clinical-bench-floor-${process.pid}`, memoryLimitMb)
+  if (serviceGroup === undefined || floorGroup === undefined) {
+    serviceGroup?.remove()
+    floorGroup?.remove()
+    log("no memory cgroup could be made here (it takes root and a memory controller): the run under a memory limit is left out")
+    return undefined
+  }
+  const serviceBase = processBase(servicePort, processCount)
+  const floorBase = processBase(floorPort, processCount)
+  const service = startProcess(
+    "service (memory limit)",
+    "packages/http-adapter/dist/main.mjs",
+    { ...shared, PORT: String(servicePort + 2 * processCount), MEDIA_BASE_URL: serviceBase },
+    startScriptNodeFlags(),
+    serviceGroup.procs
+  )
+  const floor = startProcess(
+    "floor (memory limit)",
+    "packages/http-adapter/dist/floor.mjs",
+    { ...shared, PORT: String(floorPort + 2 * processCount), MEDIA_BASE_URL: serviceBase },
+    [],
+    floorGroup.procs
+  )
+  try {
+    await waitUntilUp(`${serviceBase}/external/v1/encounters?limit=1`, token)
+    await waitUntilUp(`${floorBase}/external/v1/encounters?limit=1`, token)
+    const servers = [["service", serviceBase], ["floor", floorBase]] as const
+    for (const route of routes) for (const [, base] of servers) await drive(base, route, token, 2)
+    const figures: Array<LimitedRun["routes"][number]> = []
+    for (const route of routes) {
+      const requests = { service: 0, floor: 0 }
+      for (let turn = 0; turn < 2; turn++) {
+        for (const [name, base] of turn % 2 === 0 ? servers : [...servers].reverse()) {
+          requests[name] += (await drive(base, route, token, 1.5)).requests
+        }
+      }
+      figures.push({
+        route: route.key,
+        serviceRequestsPerSecond: round(requests.service / 3),
+        floorRequestsPerSecond: round(requests.floor / 3),
+        ratio: requests.floor === 0 ? 0 : round(requests.service / requests.floor, 3)
+      })
+    }
+    const spaces = await heapSpacesOf(serviceBase)
+    return {
+      limitMb: memoryLimitMb,
+      servicePeakMb: round(service.pid === undefined ? 0 : memoryOf(service.pid).peakMb),
+      floorPeakMb: round(floor.pid === undefined ? 0 : memoryOf(floor.pid).peakMb),
+      serviceNewSpaceMb: round(spaces.newMb),
+      routes: figures
+    }
+  } finally {
+    for (const child of [service, floor]) {
+      if (child.exitCode === null && child.signalCode === null) {
+        const exited = new Promise((done) => child.once("exit", done))
+        child.kill("SIGTERM")
+        await exited
+      }
+    }
+    serviceGroup.remove()
+    floorGroup.remove()
+  }
+}
+
 const main = async () => {
   // Refuse at once, not after the run, when an output has lost its markers.
   for (const output of outputs) replaceBetween(output.path, output.marker, "")
@@ -597,6 +689,13 @@ const main = async () => {
   }
   log(`service peak RSS: ${peakRssMb.toFixed(0)} MB (floor: ${floorPeakRssMb.toFixed(0)} MB); ` +
     `the service's V8 new space ${heapSpaces.newMb.toFixed(0)} MB and old space ${heapSpaces.oldMb.toFixed(0)} MB at the end`)
+  const limited = await measureUnderMemoryLimit(routes, token, shared)
+  const limitedSummary = limited === undefined ? "" :
+    `Under a memory limit of ${limited.limitMb} MB (a cgroup for each process, as a container's limit; one more process of each ` +
+    `server, every route driven 3 s each after 2 s of warm-up): the service's peak RSS ${limited.servicePeakMb.toFixed(0)} MB ` +
+    `(the floor's ${limited.floorPeakMb.toFixed(0)} MB), its new space ${limited.serviceNewSpaceMb.toFixed(0)} MB at the end; ` +
+    `service / floor ${limited.routes.map((figure) => `${figure.route} ${figure.ratio.toFixed(3)}`).join(", ")}.`
+  if (limited !== undefined) log(limitedSummary)
 
   const byKey = (key: string) => results.find((result) => result.route === key)
   // Both servers are driven for the same seconds, so the ratio of their requests is the exact
@@ -612,7 +711,8 @@ const main = async () => {
     detailRoutesAtLeast1_5xFloor: results.filter((result) => result["detail"] === true).every((result) => exactRatio(result) >= 1.5),
     listOffset10000P99Under50Ms: (p99Of("list-offset") ?? Infinity) < 50,
     encounterDetailP99Under10Ms: (p99Of("encounter") ?? Infinity) < 10,
-    serviceRssUnder200Mb: peakRssMb < 200
+    serviceRssUnder200Mb: peakRssMb < 200,
+    ...(limited === undefined ? {} : { [`serviceRssUnder200MbUnder${limited.limitMb}MbLimit`]: limited.servicePeakMb < 200 })
   }
   const digest = await sql<Array<{ digest: string }>>`SELECT digest FROM api_keys WHERE label = 'bench' ORDER BY created_at DESC LIMIT 1`
   const plans = await explainAll(sql, samples, digest[0]?.digest ?? "")
@@ -631,6 +731,7 @@ const main = async () => {
       newSpaceMb: round(heapSpaces.newMb),
       oldSpaceMb: round(heapSpaces.oldMb)
     },
+    underMemoryLimit: limited ?? null,
     targets
   }
   if (only.length > 0) {
@@ -665,6 +766,7 @@ const main = async () => {
         const s = result["service"] as Figures
         return `${String(result["label"])} ${s.eventLoopMaxMs?.toFixed(1)} ms (${s.eventLoopP99Ms?.toFixed(1)})`
       }).join(", ") + ".",
+    ...(limited === undefined ? [] : ["", limitedSummary]),
     "",
     "| Target | Met |",
     "|---|---|",
