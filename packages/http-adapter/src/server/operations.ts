@@ -32,8 +32,8 @@ const EVENT_LOOP_SAMPLE_MS = 10
 
 /**
  * Samples how late a 10 ms timer fires while the layer lives: the time the event loop was held
- * by synchronous work (a collection, a long parse), which every request waiting behind it adds to
- * its latency.
+ * by synchronous work (a collection, a long parse) or waited for a core, which every request
+ * waiting meanwhile adds to its latency.
  */
 export const monitorEventLoop: Effect.Effect<ELDHistogram, never, Scope.Scope> = Effect.acquireRelease(
   Effect.sync(() => {
