@@ -508,19 +508,22 @@ const measureUnderMemoryLimit = async (
     await waitUntilUp(`${serviceBase}/external/v1/encounters?limit=1`, token)
     await waitUntilUp(`${floorBase}/external/v1/encounters?limit=1`, token)
     const servers = [["service", serviceBase], ["floor", floorBase]] as const
-    for (const route of routes) for (const [, base] of servers) await drive(base, route, token, 2)
+    // Each process is driven as long as one of the rounds' processes is, for a peak of the same load.
+    for (const route of routes) for (const [, base] of servers) await drive(base, route, token, initialWarmup)
+    const slice = duration / rounds / processCount
     const figures: Array<LimitedRun["routes"][number]> = []
     for (const route of routes) {
+      for (const [, base] of servers) await drive(base, route, token, warmup)
       const requests = { service: 0, floor: 0 }
-      for (let turn = 0; turn < 2; turn++) {
+      for (let turn = 0; turn < rounds; turn++) {
         for (const [name, base] of turn % 2 === 0 ? servers : [...servers].reverse()) {
-          requests[name] += (await drive(base, route, token, 1.5)).requests
+          requests[name] += (await drive(base, route, token, slice)).requests
         }
       }
       figures.push({
         route: route.key,
-        serviceRequestsPerSecond: round(requests.service / 3),
-        floorRequestsPerSecond: round(requests.floor / 3),
+        serviceRequestsPerSecond: round(requests.service / (slice * rounds)),
+        floorRequestsPerSecond: round(requests.floor / (slice * rounds)),
         ratio: requests.floor === 0 ? 0 : round(requests.service / requests.floor, 3)
       })
     }
@@ -695,7 +698,7 @@ const main = async () => {
   const limited = await measureUnderMemoryLimit(routes, token, shared)
   const limitedSummary = limited === undefined ? "" :
     `Under a memory limit of ${limited.limitMb} MB (a cgroup for each process, as a container's limit; one more process of each ` +
-    `server, every route driven 3 s each after 2 s of warm-up): the service's peak RSS ${limited.servicePeakMb.toFixed(0)} MB ` +
+    `server, each driven as long as a process of the rounds): the service's peak RSS ${limited.servicePeakMb.toFixed(0)} MB ` +
     `(the floor's ${limited.floorPeakMb.toFixed(0)} MB), its new space ${limited.serviceNewSpaceMb.toFixed(0)} MB at the end; ` +
     `service / floor ${limited.routes.map((figure) => `${figure.route} ${figure.ratio.toFixed(3)}`).join(", ")}.`
   if (limited !== undefined) log(limitedSummary)
