@@ -335,11 +335,11 @@ const drive = (base: string, route: BenchRoute, token: string, seconds: number):
 }
 
 /**
- * The `fraction` percentile of `sorted` (nearest rank), to a tenth of a ms: rounded to the whole
- * ms as autocannon prints it, 9.6 ms would read 10 and fail "under 10 ms", and 10.4 would pass as 10.
+ * The `fraction` percentile of `sorted` (nearest rank), to a tenth of a ms: to the whole ms, as
+ * autocannon prints it, 9.6 ms would read 10 and fail "under 10 ms", and 10.4 would pass as 10.
  */
 const percentile = (sorted: ReadonlyArray<number>, fraction: number): number =>
-  sorted.length === 0 ? 0 : Math.round((sorted[Math.min(sorted.length - 1, Math.ceil(fraction * sorted.length) - 1)] ?? 0) * 10) / 10
+  sorted.length === 0 ? 0 : round(sorted[Math.min(sorted.length - 1, Math.ceil(fraction * sorted.length) - 1)] ?? 0)
 
 /** Resident set of a process, in MB, from /proc (VmRSS now, VmHWM its peak since start). */
 const memoryOf = (pid: number) => {
